@@ -10,6 +10,7 @@ At the end of the session we check that rayreact left no worker process and no
 shared-memory segment behind.
 """
 
+import asyncio
 import glob
 import importlib
 import os
@@ -20,19 +21,43 @@ import pytest
 
 BACKENDS = ["rayreact", "ray"]
 
+# Remote functions and classes defined at module level in test files are pickled
+# by reference (``test_actors.Counter``), so worker processes must be able to
+# import the test modules.  Workers inherit the driver's environment on both
+# backends; putting this directory on PYTHONPATH before any ``init`` does it the
+# way a user's project would.
+_TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+if _TESTS_DIR not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [_TESTS_DIR, os.environ.get("PYTHONPATH")] if p)
+
 
 def _import_backend(name):
     return importlib.import_module(name)
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
-def ray_backend(request):
-    ray = _import_backend(request.param)
-    if ray.is_initialized():
+def backend_fixture(**init_kwargs):
+    """A module-scoped, backend-parametrized fixture that calls ``init(**init_kwargs)``.
+
+    A test module that needs a differently configured session (GPUs, custom
+    resources) assigns the result to the name ``ray_backend``; pytest's fixture
+    overriding then routes every fixture below (``signal``...) through it.
+    """
+    kwargs = dict(num_cpus=2, include_dashboard=False, log_to_driver=True)
+    kwargs.update(init_kwargs)
+
+    @pytest.fixture(scope="module", params=BACKENDS)
+    def _backend(request):
+        ray = _import_backend(request.param)
+        if ray.is_initialized():
+            ray.shutdown()
+        ray.init(**kwargs)
+        yield ray
         ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=True)
-    yield ray
-    ray.shutdown()
+
+    return _backend
+
+
+ray_backend = backend_fixture()
 
 
 @pytest.fixture(params=BACKENDS)
@@ -44,6 +69,54 @@ def backend_module(request):
     yield ray
     if ray.is_initialized():
         ray.shutdown()
+
+
+def submodule(ray, name):
+    """``submodule(ray, "util.queue")`` is ``ray.util.queue`` or ``rayreact.util.queue``."""
+    return importlib.import_module(f"{ray.__name__}.{name}")
+
+
+def wait_until(predicate, timeout=60.0, interval=0.05):
+    """Poll ``predicate`` until it is true; ``AssertionError`` if it never becomes so.
+
+    For state that Ray reports asynchronously (resource views); a deadline, not
+    a timing assertion: a fast backend passes at once.
+    """
+    deadline = time.time() + timeout
+    while True:
+        if predicate():
+            return
+        if time.time() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s: {predicate}")
+        time.sleep(interval)
+
+
+class Signal:
+    """An async actor body: ``wait`` blocks until some caller has called ``send``.
+
+    Lets tests order events across processes without sleeping: a task that
+    waits on a signal is provably still running until the test sends it.
+    """
+
+    def __init__(self):
+        self._event = asyncio.Event()
+
+    async def send(self):
+        self._event.set()
+
+    async def wait(self):
+        await self._event.wait()
+
+    async def is_set(self):
+        return self._event.is_set()
+
+
+@pytest.fixture
+def signal(ray_backend):
+    """A fresh ``Signal`` actor on the module's backend."""
+    handle = ray_backend.remote(Signal).remote()
+    yield handle
+    ray_backend.kill(handle)
 
 
 def rayreact_processes():
@@ -60,7 +133,9 @@ def rayreact_segments():
 def no_leaks_after_suite():
     yield
     import rayreact
-    if rayreact.is_initialized():
+    # While the core is not written yet (tests run with ``-k "ray]"``) the
+    # facade has no is_initialized; the process/segment checks still run.
+    if getattr(rayreact, "is_initialized", lambda: False)():
         rayreact.shutdown()
     deadline = time.time() + 10
     while time.time() < deadline and (rayreact_processes() or rayreact_segments()):

@@ -1,0 +1,50 @@
+"""rayreact: Ray's core API on one machine, with a reactor that replays fixed call patterns.
+
+``import rayreact as ray`` and use it as Ray.  Importing starts nothing; ``init``
+(explicit, or implied by the first API call) starts the runtime.
+"""
+
+from . import exceptions
+from ._api import (available_resources, cancel, client, cluster_resources, cpp_function, get, get_actor,
+                   get_gpu_ids, get_runtime_context, init, is_initialized, java_actor_class, java_function, kill,
+                   nodes, put, remote, shutdown, timeline, wait)
+from .actor import method
+from .object_ref import ObjectRef
+from .runtime_context import (ActorClassID, ActorID, ClusterID, FunctionID, JobID, Language, NodeID, ObjectID,
+                              ObjectRefGenerator, DynamicObjectRefGenerator, PlacementGroupID, TaskID, UniqueID,
+                              WorkerID, LoggingConfig)
+import cloudpickle
+
+__version__ = "2.60.0"          # the Ray API version we mirror
+rayreact_version = "0.1.0"
+
+SCRIPT_MODE = 0
+WORKER_MODE = 1
+LOCAL_MODE = 2
+SPILL_WORKER_MODE = 3
+RESTORE_WORKER_MODE = 4
+
+
+def explain(*args, **kwargs):
+    """What the reactor inferred and replayed (see rayreact.core.replay)."""
+    from .core import explain as _explain
+    return _explain.explain(*args, **kwargs)
+
+
+def __getattr__(name):
+    # Submodules that are imported on first use keep ``import rayreact`` cheap.
+    import importlib
+    if name in ("util", "actor", "remote_function", "runtime_context", "core", "compat", "cli", "runtime_env",
+                "job_config", "experimental", "cross_language"):
+        return importlib.import_module(f"rayreact.{name}")
+    raise AttributeError(f"module 'rayreact' has no attribute '{name}'")
+
+
+__all__ = [
+    "__version__", "get_runtime_context", "available_resources", "cancel", "client", "cluster_resources", "get",
+    "get_actor", "get_gpu_ids", "init", "is_initialized", "java_actor_class", "java_function", "cpp_function",
+    "kill", "Language", "method", "nodes", "put", "remote", "shutdown", "timeline", "wait", "SCRIPT_MODE",
+    "WORKER_MODE", "LoggingConfig", "actor", "util", "ActorClassID", "ActorID", "NodeID", "JobID", "WorkerID",
+    "FunctionID", "ObjectID", "ObjectRef", "ObjectRefGenerator", "DynamicObjectRefGenerator", "TaskID", "UniqueID",
+    "PlacementGroupID",
+]

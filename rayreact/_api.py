@@ -1,0 +1,390 @@
+"""The top-level API functions; each hands its work to the runtime serving this process.
+
+In the driver that is :class:`rayreact.core.runtime.Runtime` (or the local-mode
+runtime, or real Ray when ``init(address=...)`` connects to a cluster); inside
+a worker it is the worker itself, which forwards nested calls to the driver.
+"""
+
+from __future__ import annotations
+
+import atexit
+import inspect
+import logging
+import os
+import threading
+import warnings
+
+from . import exceptions
+from .actor import ActorClass, ActorHandle
+from .core import context
+from .object_ref import ObjectRef
+from .remote_function import RemoteFunction
+from . import options as _options
+
+_init_lock = threading.RLock()
+_delegate = None          # rayreact.compat.delegate module when connected to a real Ray cluster
+
+
+class RayContext(dict):
+    """What ``init`` returns: ``address_info`` and friends; usable as a context manager."""
+
+    def __init__(self, info):
+        super().__init__(info)
+        self.address_info = info
+        self.dashboard_url = info.get("webui_url", "")
+        self.python_version = info.get("python_version")
+        self.ray_version = info.get("ray_version")
+        self.ray_commit = "rayreact"
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        shutdown()
+
+    def disconnect(self):
+        shutdown()
+
+
+def _runtime():
+    rt = context.current
+    if rt is None:
+        with _init_lock:
+            if context.current is None:
+                init()
+        rt = context.current
+    return rt
+
+
+def _is_real_ray_connected():
+    return _delegate is not None and _delegate.connected()
+
+
+_INIT_KEYWORDS = {
+    "address", "num_cpus", "num_gpus", "resources", "labels", "object_store_memory", "local_mode",
+    "ignore_reinit_error", "include_dashboard", "dashboard_host", "dashboard_port", "job_config",
+    "configure_logging", "logging_level", "logging_format", "logging_config", "log_to_driver", "namespace",
+    "runtime_env", "enable_resource_isolation", "cgroup_path", "system_reserved_cpu", "system_reserved_memory",
+    "proxy_server_url", "storage", "_system_config", "_temp_dir", "_node_ip_address", "_enable_object_reconstruction",
+    "_plasma_directory", "_object_spilling_directory", "_memory", "_redis_password", "_java_worker_options",
+    "_driver_object_store_memory", "_metrics_export_port", "_tracing_startup_hook", "_node_name",
+    "_cluster_id", "_disable_gpu_check", "_reactor", "_trace", "_skip_env_hook", "_worker_process_setup_hook",
+}
+
+
+def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, object_store_memory=None, local_mode=False,
+         ignore_reinit_error=False, namespace=None, runtime_env=None, log_to_driver=None, logging_level="info",
+         configure_logging=True, _reactor=None, _trace=None, **kwargs):
+    """Start rayreact in this process (or connect to a Ray cluster when ``address`` names one)."""
+    global _delegate
+    for key in kwargs:
+        if key not in _INIT_KEYWORDS:
+            raise RuntimeError(f"Unknown keyword argument(s): {key}")
+    with _init_lock:
+        if context.current is not None:
+            if ignore_reinit_error:
+                logging.getLogger("rayreact").info("Calling ray.init() again after it has already been called.")
+                return _context_info()
+            raise RuntimeError("Maybe you called ray.init twice by accident? This error can be suppressed by "
+                               "passing in 'ignore_reinit_error=True' or by calling 'ray.shutdown()' prior to "
+                               "'ray.init()'.")
+        if address is None:
+            address = os.environ.get("RAY_ADDRESS") or None
+        if address in ("local",):
+            address = None
+        if address is not None:
+            from .compat import delegate
+            _delegate = delegate
+            context.current = delegate.connect(address, num_cpus=num_cpus, num_gpus=num_gpus, resources=resources,
+                                               namespace=namespace, runtime_env=runtime_env,
+                                               ignore_reinit_error=ignore_reinit_error, **kwargs)
+            return _context_info()
+        if runtime_env is not None and not isinstance(runtime_env, dict):
+            runtime_env = dict(runtime_env)
+        if runtime_env:
+            for key in runtime_env:
+                if key not in ("env_vars", "working_dir", "py_modules", "pip", "conda", "excludes", "config",
+                               "container", "image_uri", "uv", "nsight", "worker_process_setup_hook", "java_jars"):
+                    raise ValueError(f"Unknown runtime_env field: {key}")
+        if _reactor is None:
+            _reactor = os.environ.get("RAYREACT_REACTOR", "1") not in ("0", "false", "off", "no")
+        if _trace is None:
+            _trace = os.environ.get("RAYREACT_TRACE") or None
+        if local_mode:
+            from .core.local_mode import LocalRuntime
+            context.current = LocalRuntime(namespace=namespace, runtime_env=runtime_env,
+                                           num_cpus=num_cpus, num_gpus=num_gpus, resources=resources)
+        else:
+            from .core.runtime import Runtime
+            context.current = Runtime(num_cpus=num_cpus, num_gpus=num_gpus, resources=resources,
+                                      object_store_memory=object_store_memory, namespace=namespace,
+                                      runtime_env=runtime_env,
+                                      log_to_driver=True if log_to_driver is None else log_to_driver,
+                                      reactor=_reactor)
+        if runtime_env and runtime_env.get("env_vars"):
+            pass
+        _register_atexit()
+        return _context_info()
+
+
+_atexit_registered = False
+
+
+def _register_atexit():
+    global _atexit_registered
+    if not _atexit_registered:
+        atexit.register(_shutdown_at_exit)
+        _atexit_registered = True
+
+
+def _shutdown_at_exit():
+    try:
+        shutdown()
+    except Exception:
+        pass
+
+
+def _context_info():
+    import platform
+    rt = context.current
+    info = {
+        "node_ip_address": "127.0.0.1",
+        "raylet_ip_address": "127.0.0.1",
+        "redis_address": None,
+        "object_store_address": getattr(rt, "shm_dir", ""),
+        "raylet_socket_name": "",
+        "webui_url": "",
+        "session_dir": getattr(rt, "shm_dir", ""),
+        "metrics_export_port": None,
+        "gcs_address": "rayreact://local",
+        "address": "rayreact://local",
+        "node_id": getattr(rt, "node_id", b"").hex(),
+        "python_version": platform.python_version(),
+        "ray_version": "2.60.0",
+    }
+    if _is_real_ray_connected():
+        info.update(_delegate.address_info())
+    return RayContext(info)
+
+
+def shutdown(_exiting_interpreter=False, **kwargs):
+    """Stop every worker and free every shared segment of this session."""
+    global _delegate
+    with _init_lock:
+        rt = context.current
+        if rt is None:
+            return
+        if not getattr(rt, "is_driver", True):
+            return
+        context.current = None
+        rt.shutdown()
+        if _delegate is not None:
+            _delegate = None
+
+
+def is_initialized():
+    rt = context.current
+    return rt is not None
+
+
+def _check_connected():
+    rt = context.current
+    return rt
+
+
+def put(value, *, _owner=None, _tensor_transport=None):
+    return _runtime().put(value)
+
+
+def get(object_refs, *, timeout=None, _use_object_store=False):
+    """Values of ``object_refs`` (one ref or a list), waiting up to ``timeout`` seconds."""
+    rt = _runtime()
+    if isinstance(object_refs, ObjectRef):
+        return rt.get_values([object_refs._id], _timeout(timeout))[0]
+    if isinstance(object_refs, (list, tuple)):
+        ids = []
+        for r in object_refs:
+            if not isinstance(r, ObjectRef):
+                raise ValueError(f"'object_refs' must either be an ObjectRef or a list of ObjectRefs. "
+                                 f"Got a list containing {type(r)}.")
+            ids.append(r._id)
+        return rt.get_values(ids, _timeout(timeout))
+    if hasattr(object_refs, "__ray_get__"):
+        return object_refs.__ray_get__(timeout)
+    raise ValueError("'object_refs' must either be an ObjectRef or a list of ObjectRefs. "
+                     f"Got: {type(object_refs)}.")
+
+
+def _timeout(timeout):
+    if timeout is not None and timeout < 0:
+        raise ValueError("'timeout' must be a non-negative number or None.")
+    return timeout
+
+
+def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
+    """Split refs into (ready, not ready) once ``num_returns`` are ready or ``timeout`` passes."""
+    if isinstance(ray_waitables, ObjectRef):
+        raise TypeError("wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got a single "
+                        "ray.ObjectRef")
+    if not isinstance(ray_waitables, (list, tuple)):
+        raise TypeError("wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got "
+                        f"{type(ray_waitables)}")
+    for r in ray_waitables:
+        if not isinstance(r, ObjectRef):
+            raise TypeError("wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got list "
+                            f"containing {type(r)}")
+    if timeout is not None and timeout < 0:
+        raise ValueError(f"The 'timeout' argument must be nonnegative. Received {timeout}")
+    if len(set(ray_waitables)) != len(ray_waitables):
+        raise ValueError("Wait requires a list of unique ray_waitables.")
+    if num_returns <= 0:
+        raise ValueError("Invalid number of objects to return %d." % num_returns)
+    if num_returns > len(ray_waitables):
+        raise ValueError("num_returns cannot be greater than the number of ray_waitables provided: "
+                         f"{num_returns} > {len(ray_waitables)}")
+    if not ray_waitables:
+        return [], []
+    rt = _runtime()
+    flags = rt.wait_ids([r._id for r in ray_waitables], num_returns, timeout, fetch_local)
+    ready, not_ready = [], []
+    for r, f in zip(ray_waitables, flags):
+        if f and len(ready) < num_returns:
+            ready.append(r)
+        else:
+            not_ready.append(r)
+    return ready, not_ready
+
+
+def remote(*args, **kwargs):
+    """``@remote`` on a function or class, bare or with options."""
+    if len(args) == 1 and not kwargs and callable(args[0]):
+        return _make_remote(args[0], {})
+    if args:
+        raise TypeError(_options.decorator_misuse_message())
+    if not kwargs:
+        raise AssertionError(_options.decorator_misuse_message())
+
+    def decorator(target):
+        return _make_remote(target, kwargs)
+
+    return decorator
+
+
+def _make_remote(target, opts):
+    if inspect.isclass(target):
+        _options.validate_actor_options(opts)
+        return ActorClass(target, opts)
+    if inspect.isfunction(target) or inspect.isbuiltin(target) or inspect.ismethod(target) or callable(target):
+        if "max_restarts" in opts or "max_concurrency" in opts or "lifetime" in opts:
+            raise TypeError("The @ray.remote decorator must be applied to either a function or a class.")
+        _options.validate_task_options(opts)
+        return RemoteFunction(target, opts)
+    raise TypeError("The @ray.remote decorator must be applied to either a function or a class.")
+
+
+def kill(actor, *, no_restart=True):
+    if not isinstance(actor, ActorHandle):
+        raise ValueError(f"ray.kill() only supported for actors. For tasks, try ray.cancel(). Got: {type(actor)}.")
+    _runtime().kill_actor(actor._actor_id, no_restart)
+
+
+def cancel(ray_waitable, *, force=False, recursive=True):
+    if not isinstance(ray_waitable, ObjectRef):
+        raise TypeError(f"ray.cancel() only supported for object refs. For actors, try ray.kill(). "
+                        f"Got: {type(ray_waitable)}.")
+    _runtime().cancel(ray_waitable._id, force, recursive)
+
+
+def get_actor(name, namespace=None):
+    if not name:
+        raise ValueError("Please supply a non-empty value to get_actor")
+    if namespace is not None and not isinstance(namespace, str):
+        raise TypeError("namespace must be None or a string.")
+    info = _runtime().get_actor_info(name, namespace)
+    if info is None:
+        raise ValueError(f"Failed to look up actor with name '{name}'. This could because 1. You are trying to "
+                         "look up a named actor you didn't create. 2. The named actor died. 3. You did not use a "
+                         "namespace matching the namespace of the actor.")
+    return ActorHandle(*info)
+
+
+def get_gpu_ids():
+    rt = _runtime()
+    if getattr(rt, "is_driver", False):
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        return [int(x) if x.isdigit() else x for x in visible.split(",") if x] if visible else []
+    return rt.get_gpu_ids()
+
+
+def available_resources():
+    return _runtime().resources("available")
+
+
+def cluster_resources():
+    return _runtime().resources("total")
+
+
+def nodes():
+    rt = _runtime()
+    total = rt.resources("total")
+    return [{
+        "NodeID": getattr(rt, "node_id", b"").hex(), "Alive": True, "NodeManagerAddress": "127.0.0.1",
+        "NodeManagerHostname": os.uname().nodename, "NodeManagerPort": 0, "ObjectManagerPort": 0,
+        "ObjectStoreSocketName": "", "RayletSocketName": "", "MetricsExportPort": 0, "NodeName": "127.0.0.1",
+        "alive": True, "Resources": total, "Labels": {}, "RuntimeEnvAgentPort": 0, "DeathReason": 0,
+        "DeathReasonMessage": "",
+    }]
+
+
+def timeline(filename=None):
+    """Chrome-trace events of executed calls (Perfetto / chrome://tracing)."""
+    rt = _runtime()
+    events = rt.timeline_events() if hasattr(rt, "timeline_events") else []
+    if filename is not None:
+        import json
+        with open(filename, "w") as f:
+            json.dump(events, f)
+        return None
+    return events
+
+
+def get_runtime_context():
+    from .runtime_context import RuntimeContext
+    return RuntimeContext(_runtime())
+
+
+def _future_of(ref):
+    import concurrent.futures
+    fut = concurrent.futures.Future()
+
+    def resolve():
+        try:
+            fut.set_result(get(ref))
+        except BaseException as exc:  # noqa: BLE001
+            fut.set_exception(exc)
+
+    threading.Thread(target=resolve, daemon=True, name="rayreact-future").start()
+    return fut
+
+
+def java_function(class_name, function_name):
+    raise NotImplementedError("Cross-language (Java) calls are not supported by rayreact.")
+
+
+def java_actor_class(class_name):
+    raise NotImplementedError("Cross-language (Java) actors are not supported by rayreact.")
+
+
+def cpp_function(function_name):
+    raise NotImplementedError("Cross-language (C++) calls are not supported by rayreact.")
+
+
+def client(address=None, _deprecation_warn_enabled=True):
+    from .compat import delegate
+    return delegate.client(address)

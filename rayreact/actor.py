@@ -1,0 +1,227 @@
+"""Actors: ``ActorClass`` (what ``@remote`` makes of a class), ``ActorHandle`` and ``ActorMethod``."""
+
+from __future__ import annotations
+
+import inspect
+
+from . import options as _options
+from .core import context
+
+
+def method(*args, **kwargs):
+    """``@ray.method(num_returns=...)``: per-method options."""
+    valid = {"num_returns", "concurrency_group", "max_task_retries", "retry_exceptions", "_generator_backpressure_num_objects",
+             "enable_task_events", "tensor_transport"}
+    if args or not kwargs:
+        raise ValueError("The @ray.method decorator must be applied using at least one of the arguments "
+                         f"in the list {sorted(valid)}, for example '@ray.method(num_returns=2)'.")
+    for key in kwargs:
+        if key not in valid:
+            raise ValueError(f"Unexpected keyword argument to @ray.method: {key}")
+
+    def annotate(fn):
+        fn.__ray_method_options__ = dict(kwargs)
+        return fn
+
+    return annotate
+
+
+class MethodInfo:
+    """What a caller needs to know about one actor method: plain data, shipped with handles."""
+
+    __slots__ = ("name", "num_returns", "signature", "is_async", "takes_self")
+
+    def __init__(self, name, num_returns, signature, is_async, takes_self):
+        self.name = name
+        self.num_returns = num_returns
+        self.signature = signature
+        self.is_async = is_async
+        self.takes_self = takes_self
+
+    def __reduce__(self):
+        return (MethodInfo, (self.name, self.num_returns, None, self.is_async, self.takes_self))
+
+
+def _method_table(cls) -> dict:
+    table = {}
+    for name, member in inspect.getmembers(cls):
+        if name.startswith("__") and name not in ("__call__",):
+            continue
+        raw = inspect.getattr_static(cls, name, None)
+        if isinstance(raw, staticmethod):
+            fn, takes_self = raw.__func__, False
+        elif isinstance(raw, classmethod):
+            fn, takes_self = raw.__func__, False
+        elif inspect.isfunction(member):
+            fn, takes_self = member, True
+        else:
+            continue
+        opts = getattr(fn, "__ray_method_options__", {})
+        try:
+            sig = inspect.signature(fn)
+            if takes_self or isinstance(raw, classmethod):
+                params = list(sig.parameters.values())[1:]
+                sig = sig.replace(parameters=params)
+        except (TypeError, ValueError):
+            sig = None
+        table[name] = MethodInfo(name, opts.get("num_returns", 1), sig,
+                                 inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn), takes_self)
+    for special in ("__ray_ready__", "__ray_terminate__"):
+        table[special] = MethodInfo(special, 1, None, False, True)
+    return table
+
+
+class ActorClass:
+    """Create actors with ``.remote(...)``; configure with ``.options(...)``."""
+
+    def __init__(self, cls, actor_options: dict):
+        self.__ray_actor_class__ = cls
+        self._cls = cls
+        self._default_options = actor_options
+        self._methods = _method_table(cls)
+        self._is_async = any(m.is_async for m in self._methods.values())
+        try:
+            init_sig = inspect.signature(cls.__init__)
+            self._init_signature = init_sig.replace(parameters=list(init_sig.parameters.values())[1:])
+        except (TypeError, ValueError):
+            self._init_signature = None
+        if cls.__init__ is object.__init__:
+            self._init_signature = inspect.Signature()
+        self._code_id = None
+        self._ray_twin = None
+        self.__name__ = cls.__name__
+        self.__qualname__ = cls.__qualname__
+        self.__module__ = cls.__module__
+        self.__doc__ = cls.__doc__
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError("Actors cannot be instantiated directly. Instead of "
+                        f"'{self._cls.__name__}()', use '{self._cls.__name__}.remote()'.")
+
+    def remote(self, *args, **kwargs):
+        return self._remote(args, kwargs, self._default_options)
+
+    def options(self, **actor_options):
+        _options.validate_actor_options(actor_options, in_options=True)
+        merged = {**self._default_options, **actor_options}
+        parent = self
+
+        class _ActorClassWithOptions:
+            def remote(self, *args, **kwargs):
+                return parent._remote(args, kwargs, merged)
+
+            def options(self, **more):
+                return parent.options(**{**actor_options, **more})
+
+        return _ActorClassWithOptions()
+
+    def bind(self, *args, **kwargs):
+        raise NotImplementedError("DAG building (.bind) is not supported by rayreact")
+
+    def _remote(self, args, kwargs, actor_options):
+        from . import _api
+        if self._init_signature is not None:
+            try:
+                self._init_signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise TypeError(f"{self._cls.__name__}.__init__() {exc}") from None
+        return _api._runtime().create_actor(self, args, kwargs, actor_options)
+
+    def __reduce__(self):
+        return (ActorClass, (self._cls, self._default_options))
+
+
+class ActorHandle:
+    """A reference to a live actor; picklable, passable to tasks and other actors."""
+
+    def __init__(self, actor_id: bytes, class_name: str, methods: dict, *, original: bool = False):
+        self._actor_id = actor_id
+        self._ray_class_name = class_name
+        self._ray_methods = methods
+        self._ray_original = original
+        rt = context.current
+        if rt is not None:
+            rt.on_handle_created(actor_id)
+
+    def __del__(self):
+        try:
+            rt = context.current
+            if rt is not None:
+                rt.on_handle_dropped(self._actor_id)
+        except Exception:
+            pass
+
+    def __getattr__(self, name):
+        methods = self.__dict__.get("_ray_methods")
+        if methods is None or name not in methods:
+            raise AttributeError(f"'ActorHandle' object has no attribute '{name}'")
+        return ActorMethod(self, methods[name])
+
+    def __reduce__(self):
+        rt = context.current
+        if rt is not None:
+            rt.on_handle_pickled(self._actor_id)
+        return (_rebuild_handle, (self._actor_id, self._ray_class_name, self._ray_methods))
+
+    def __repr__(self):
+        return f"Actor({self._ray_class_name}, {self._actor_id.hex()})"
+
+    def __hash__(self):
+        return hash(self._actor_id)
+
+    def __eq__(self, other):
+        return isinstance(other, ActorHandle) and other._actor_id == self._actor_id
+
+    @property
+    def _ray_actor_id(self):
+        from .runtime_context import ActorID
+        return ActorID(self._actor_id)
+
+
+def _rebuild_handle(actor_id, class_name, methods):
+    return ActorHandle(actor_id, class_name, methods)
+
+
+class ActorMethod:
+    """``handle.method`` — call with ``.remote(...)``."""
+
+    __slots__ = ("_handle", "_info", "_num_returns")
+
+    def __init__(self, handle, info, num_returns=None):
+        self._handle = handle
+        self._info = info
+        self._num_returns = info.num_returns if num_returns is None else num_returns
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError("Actor methods cannot be called directly. Instead of running "
+                        f"'object.{self._info.name}()', try 'object.{self._info.name}.remote()'.")
+
+    def remote(self, *args, **kwargs):
+        from . import _api
+        sig = self._info.signature
+        if sig is not None:
+            try:
+                sig.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise TypeError(f"{self._info.name}() {exc}") from None
+        return _api._runtime().submit_actor_call(self._handle, self._info, args, kwargs, self._num_returns)
+
+    def options(self, **method_options):
+        for key in method_options:
+            if key not in ("num_returns", "name", "concurrency_group", "max_task_retries", "retry_exceptions",
+                           "enable_task_events", "_generator_backpressure_num_objects"):
+                raise ValueError(f"Invalid option keyword {key} for actor methods.")
+        return ActorMethod(self._handle, self._info, method_options.get("num_returns", self._num_returns))
+
+    def bind(self, *args, **kwargs):
+        raise NotImplementedError("DAG building (.bind) is not supported by rayreact")
+
+
+def exit_actor():
+    """Terminate the current actor after the running method returns (``ray.actor.exit_actor``)."""
+    from .core import context as _ctx
+    rt = _ctx.current
+    if rt is None or not getattr(rt, "is_actor", False):
+        raise TypeError("exit_actor API is called on a non-actor worker.")
+    rt.request_exit()
+    raise SystemExit(0)

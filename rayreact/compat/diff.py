@@ -1,0 +1,313 @@
+"""Compare traces of one script: real Ray (one or more runs) against a candidate.
+
+Pure functions over event lists (see :mod:`rayreact.compat.trace` for the format)
+and captured stdout; no processes.
+
+A trace is cut into *units*: each actor (its key) with its calls in execution
+order, and each task function with its calls as a multiset.  What the candidate
+must reproduce about a unit is what Ray itself reproduces: of the projections
+below, strongest first, the comparison uses the first one on which all Ray runs
+agree, and the candidate must match the first Ray run on it.
+
+    exact            ordered (method, args, outcome)       actors only
+    calls in order   ordered (method, args)                actors only
+    multiset         multiset of (method, args, outcome)
+    calls multiset   multiset of (method, args)
+    methods          multiset of method names
+
+Calls of threaded and async actors (``concurrent``) and of tasks start at
+*multiset*.  A unit on which no two Ray runs agree, or that only some Ray runs
+have, is reported as nondeterministic under Ray and not compared.  When the Ray
+runs show a ``wait`` that returned with refs still pending, call order may
+follow timing: ordered projections are then not used, and a candidate that
+differs from Ray only in what a weaker projection forgets is reported as a
+nondeterminism warning, not a divergence.
+
+Stdout is compared line by line after dropping lines forwarded from workers
+(``(f pid=123) ...``): lines identical in all Ray runs must be identical in the
+candidate; when Ray runs print different numbers of lines, stdout is not
+compared.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+PROJECTIONS = ["exact", "calls in order", "multiset", "calls multiset", "methods"]
+ORDERED = {"exact", "calls in order"}
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    args: str
+    outcome: str  # result digest, or "!<ExceptionClass>"
+    seq: object = None
+    args_preview: str = ""
+    result_preview: str = ""
+
+    def describe(self, target):
+        where = f"{target}.{self.method}" if self.method else target
+        seq = f" #{self.seq}" if self.seq is not None else ""
+        outcome = (f"raised {self.outcome[1:]}" if self.outcome.startswith("!")
+                   else f"-> {self.result_preview} [{self.outcome}]")
+        return f"{where}{seq}({self.args_preview}) [{self.args}] {outcome}"
+
+
+@dataclass
+class Unit:
+    name: str  # "actor Counter#0" or "task f"
+    target: str
+    ordered: bool
+    concurrent: bool = False
+    calls: list = field(default_factory=list)
+
+
+@dataclass
+class TraceSummary:
+    units: dict  # name -> Unit
+    partial_waits: int = 0
+    events: int = 0
+
+
+def _call_of(event):
+    outcome = "!" + event["error"] if "error" in event else event.get("result", "")
+    return Call(event.get("method") or "", event.get("args", ""), outcome, event.get("seq"),
+                event.get("args_preview", ""), event.get("result_preview", ""))
+
+
+def summarize(events) -> TraceSummary:
+    """Cut a trace into units (actors in execution order, task functions)."""
+    units = {}
+    partial_waits = 0
+    actor_events = {}
+    for e in events:
+        kind = e.get("kind")
+        if kind == "wait":
+            partial_waits += bool(e.get("partial"))
+        elif kind == "task":
+            name = f"task {e['target']}"
+            unit = units.setdefault(name, Unit(name, e["target"], ordered=False))
+            unit.calls.append(_call_of(e))
+        elif kind in ("actor_create", "actor_call"):
+            actor_events.setdefault(e["target"], []).append(e)
+    for key, evs in actor_events.items():
+        name = f"actor {key}"
+        unit = Unit(name, key, ordered=True)
+        unit.concurrent = any(e.get("concurrent") for e in evs if e["kind"] == "actor_create")
+        unit.calls = [_call_of(e) for e in _execution_order(evs)]
+        units[name] = unit
+    return TraceSummary(units, partial_waits, len(events))
+
+
+def _execution_order(events):
+    """One actor's events: incarnations (restarts) in creation order, calls by seq within each.
+
+    A call belongs to the latest actor_create of the same process that started
+    before it; calls with no such creation (their creation failed to be traced)
+    form an incarnation of their own per process.
+    """
+    creates = sorted((e for e in events if e["kind"] == "actor_create"), key=lambda e: e.get("t", 0))
+    incarnation_of = {}
+    for e in events:
+        if e["kind"] == "actor_create":
+            incarnation_of[id(e)] = (creates.index(e), e.get("t", 0))
+            continue
+        owner = None
+        for i, c in enumerate(creates):
+            if c.get("pid") == e.get("pid") and c.get("t", 0) <= e.get("t", 0):
+                owner = (i, c.get("t", 0))
+        incarnation_of[id(e)] = owner if owner is not None else (len(creates), e.get("pid", 0))
+    return sorted(events, key=lambda e: (incarnation_of[id(e)], e.get("seq") or 0))
+
+
+def project(unit: Unit, projection: str):
+    calls = unit.calls
+    if projection == "exact":
+        return tuple((c.method, c.args, c.outcome) for c in calls)
+    if projection == "calls in order":
+        return tuple((c.method, c.args) for c in calls)
+    if projection == "multiset":
+        return Counter((c.method, c.args, c.outcome) for c in calls)
+    if projection == "calls multiset":
+        return Counter((c.method, c.args) for c in calls)
+    if projection == "methods":
+        return Counter(c.method for c in calls)
+    raise ValueError(projection)
+
+
+def allowed_projections(unit: Unit, waits_seen: bool):
+    if unit.ordered and not unit.concurrent and not waits_seen:
+        return PROJECTIONS
+    return [p for p in PROJECTIONS if p not in ORDERED]
+
+
+# ---------------------------------------------------------------- verdicts
+
+@dataclass
+class UnitVerdict:
+    unit: str
+    status: str  # "equal" | "diverged" | "nondeterministic" | "missing" | "extra" | "warning"
+    projection: str | None = None
+    detail: list = field(default_factory=list)  # human-readable lines
+
+
+@dataclass
+class Comparison:
+    verdicts: list
+    stdout_status: str  # "equal" | "diverged" | "not compared"
+    stdout_detail: list
+    exit_detail: list
+    waits_seen: bool
+
+    @property
+    def diverged(self):
+        return (any(v.status in ("diverged", "missing", "extra") for v in self.verdicts)
+                or self.stdout_status == "diverged" or bool(self.exit_detail))
+
+    def counts(self):
+        return Counter(v.status for v in self.verdicts)
+
+    def first_divergence(self):
+        for v in self.verdicts:
+            if v.status in ("diverged", "missing", "extra"):
+                return v
+        return None
+
+
+def compare_units(ray_runs, candidate: TraceSummary):
+    """Verdict per unit: ``ray_runs`` are summaries of the reference runs."""
+    waits_seen = any(r.partial_waits for r in ray_runs)
+    names = sorted(set().union(*(r.units for r in ray_runs), candidate.units), key=_unit_sort_key)
+    verdicts = []
+    for name in names:
+        present = [name in r.units for r in ray_runs]
+        if not any(present):
+            unit = candidate.units[name]
+            verdicts.append(UnitVerdict(name, "extra", detail=[
+                f"rayreact ran {len(unit.calls)} call(s) that Ray never ran, first:",
+                "  rayreact: " + unit.calls[0].describe(unit.target)]))
+            continue
+        if not all(present):
+            verdicts.append(UnitVerdict(name, "nondeterministic", detail=[
+                f"present in {sum(present)} of {len(ray_runs)} Ray runs"]))
+            continue
+        refs = [r.units[name] for r in ray_runs]
+        if name not in candidate.units:
+            verdicts.append(UnitVerdict(name, "missing", detail=[
+                f"Ray ran {len(refs[0].calls)} call(s) that rayreact never ran, first:",
+                "  ray:      " + refs[0].calls[0].describe(refs[0].target)]))
+            continue
+        verdicts.append(_compare_unit(name, refs, candidate.units[name], waits_seen))
+    return verdicts, waits_seen
+
+
+def _unit_sort_key(name):
+    # Actors first, then tasks; actor creation order (index) before name order.
+    kind, _, rest = name.partition(" ")
+    return (kind != "actor", rest)
+
+
+def _compare_unit(name, refs, cand, waits_seen):
+    projections = allowed_projections(refs[0], waits_seen)
+    level = next((p for p in projections
+                  if all(project(r, p) == project(refs[0], p) for r in refs[1:])), None)
+    if level is None:
+        return UnitVerdict(name, "nondeterministic", detail=["Ray runs disagree even on which methods ran"])
+    if project(cand, level) == project(refs[0], level):
+        return UnitVerdict(name, "equal", level)
+    detail = _explain(refs[0], cand, level)
+    if waits_seen:
+        weaker = projections[projections.index(level) + 1:]
+        held = next((p for p in weaker if project(cand, p) == project(refs[0], p)), None)
+        if held is not None:
+            return UnitVerdict(name, "warning", level, [
+                f"differs from Ray on '{level}' but agrees on '{held}'; the script uses wait() with "
+                "refs pending, so call order may follow timing (Ray does not fix it)"] + detail)
+    return UnitVerdict(name, "diverged", level, detail)
+
+
+def _explain(ref: Unit, cand: Unit, level):
+    """Lines that show the first difference, with both sides' events."""
+    if level in ORDERED:
+        key = (lambda c: (c.method, c.args, c.outcome)) if level == "exact" else (lambda c: (c.method, c.args))
+        for i, (a, b) in enumerate(zip(ref.calls, cand.calls)):
+            if key(a) != key(b):
+                return [f"first difference at call {i} of {ref.target}:",
+                        "  ray:      " + a.describe(ref.target),
+                        "  rayreact: " + b.describe(cand.target)]
+        i = min(len(ref.calls), len(cand.calls))
+        lines = [f"Ray ran {len(ref.calls)} call(s), rayreact {len(cand.calls)}; first unmatched, call {i}:"]
+        if i < len(ref.calls):
+            lines.append("  ray:      " + ref.calls[i].describe(ref.target))
+        if i < len(cand.calls):
+            lines.append("  rayreact: " + cand.calls[i].describe(cand.target))
+        return lines
+    key = {"multiset": lambda c: (c.method, c.args, c.outcome),
+           "calls multiset": lambda c: (c.method, c.args),
+           "methods": lambda c: c.method}[level]
+    ref_count, cand_count = Counter(map(key, ref.calls)), Counter(map(key, cand.calls))
+    only_ray = ref_count - cand_count
+    only_cand = cand_count - ref_count
+    lines = [f"calls differ as a multiset ({level}): {sum(only_ray.values())} only under Ray, "
+             f"{sum(only_cand.values())} only under rayreact"]
+    for label, side, only in (("ray:     ", ref, only_ray), ("rayreact:", cand, only_cand)):
+        shown = 0
+        for c in side.calls:
+            if only.get(key(c)) and shown < 3:
+                lines.append(f"  {label} " + c.describe(side.target))
+                only[key(c)] -= 1
+                shown += 1
+    return lines
+
+
+# ---------------------------------------------------------------- stdout and exit status
+
+_FORWARDED = re.compile(r"^\x1b?\[?[0-9;]*m?\((?:[^()]*\bpid=\d+[^()]*)\)")
+
+
+def stdout_lines(text):
+    """The driver's own stdout lines (lines forwarded from worker processes dropped)."""
+    return [line.rstrip() for line in text.splitlines() if not _FORWARDED.match(line)]
+
+
+def compare_stdout(ray_outputs, candidate_output):
+    runs = [stdout_lines(t) for t in ray_outputs]
+    cand = stdout_lines(candidate_output)
+    if any(len(r) != len(runs[0]) for r in runs[1:]):
+        return "not compared", [f"Ray runs printed {[len(r) for r in runs]} lines: stdout is nondeterministic"]
+    stable = [i for i in range(len(runs[0])) if all(r[i] == runs[0][i] for r in runs[1:])]
+    if len(cand) != len(runs[0]):
+        return "diverged", [f"Ray printed {len(runs[0])} lines, rayreact {len(cand)}",
+                            *_first_line_difference(runs[0], cand, range(max(len(cand), len(runs[0]))))]
+    lines = _first_line_difference(runs[0], cand, stable)
+    if lines:
+        return "diverged", lines
+    unstable = len(runs[0]) - len(stable)
+    return "equal", ([f"{unstable} line(s) differ between Ray runs and were not compared"] if unstable else [])
+
+
+def _first_line_difference(ref, cand, indices):
+    for i in indices:
+        a = ref[i] if i < len(ref) else "<no line>"
+        b = cand[i] if i < len(cand) else "<no line>"
+        if a != b:
+            return [f"first differing stdout line, {i + 1}:", f"  ray:      {a}", f"  rayreact: {b}"]
+    return []
+
+
+def compare_runs(ray_runs, candidate, ray_stdouts=None, candidate_stdout=None,
+                 ray_exit_codes=None, candidate_exit_code=None) -> Comparison:
+    """Full comparison of a candidate run against the Ray runs."""
+    verdicts, waits_seen = compare_units(ray_runs, candidate)
+    if ray_stdouts is not None and candidate_stdout is not None:
+        stdout_status, stdout_detail = compare_stdout(ray_stdouts, candidate_stdout)
+    else:
+        stdout_status, stdout_detail = "not compared", []
+    exit_detail = []
+    if (ray_exit_codes and candidate_exit_code is not None and len(set(ray_exit_codes)) == 1
+            and candidate_exit_code != ray_exit_codes[0]):
+        exit_detail = [f"exit status: ray {ray_exit_codes[0]}, rayreact {candidate_exit_code}"]
+    return Comparison(verdicts, stdout_status, stdout_detail, exit_detail, waits_seen)

@@ -1,0 +1,441 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Shared-memory channels: single-producer/single-consumer byte rings and doorbells.
+
+A process that consumes messages owns one *doorbell* and reads any number of
+*rings*; each ring has exactly one writer process and one reader process::
+
+      producer A ──frames──▶ [ring A→C] ─┐
+      producer B ──frames──▶ [ring B→C] ─┼─▶ consumer C polls its rings,
+      zygote     ──frames──▶ [ring Z→C] ─┘   sleeps on C's doorbell when all are empty
+                     │                  ▲
+                     └──── ring(C) ─────┘   (a futex wake, only if C sleeps)
+
+A frame is ``[u32 length][payload]`` padded to 8 bytes; the writer publishes it
+by advancing ``tail`` after copying, so a writer killed mid-frame leaves nothing
+visible.  Waiting is spin-then-block: a short spin with the GIL released (the
+reply to an actor call usually arrives within microseconds), then a futex wait
+with a timeout so callers can check peer liveness.  Nothing here ever spins
+unboundedly.
+
+The doorbell has two wake targets.  A thread that is actively waiting for
+results (``get``/``wait`` in the driver, the main loop of a worker) registers as
+*active*; while any is active, producers wake the active word.  Otherwise they
+wake the *background* word, where the driver's service thread sleeps.  This
+keeps the service thread asleep while the main thread pumps messages itself,
+which saves a thread switch on every call.
+"""
+
+from libc.stdint cimport uint32_t, uint64_t, int64_t
+from libc.string cimport memcpy
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
+
+import mmap as _mmap
+import os as _os
+
+cdef extern from "channel_sync.h" nogil:
+    uint64_t load_u64(uint64_t* p)
+    void store_u64(uint64_t* p, uint64_t v)
+    uint32_t load_u32(uint32_t* p)
+    void store_u32(uint32_t* p, uint32_t v)
+    uint32_t add_u32(uint32_t* p, uint32_t v)
+    uint32_t sub_u32(uint32_t* p, uint32_t v)
+    void full_fence()
+    void cpu_relax()
+    int futex_wait(uint32_t* addr, uint32_t expected, double timeout_s)
+    int futex_wake_all(uint32_t* addr)
+    double monotonic_s()
+
+IMPLEMENTATION = "cython"
+
+# Ring header layout: each hot field on its own cache line.
+DEF OFF_HEAD = 0            # u64, advanced by the reader
+DEF OFF_TAIL = 64           # u64, advanced by the writer
+DEF OFF_CAP = 128           # u64 capacity in bytes (power of two)
+DEF OFF_SPACE_SEQ = 192     # u32 futex word: bumped by the reader after it frees space
+DEF OFF_WRITER_WAITS = 196  # u32: the writer sleeps on SPACE_SEQ
+DEF OFF_CLOSED = 256        # u32: set when either side declares the ring dead
+DEF HEADER = 512
+
+# Doorbell layout.
+DEF DB_SEQ = 0
+DEF DB_SLEEPERS = 4
+DEF DB_ACTIVE = 8
+DEF DB_BG_SEQ = 64
+DEF DB_BG_SLEEPERS = 68
+DEF DB_SIZE = 128
+
+cdef double SPIN_SECONDS = 50e-6
+
+
+def set_spin_seconds(double seconds):
+    """How long a waiter spins before it blocks (0 disables spinning)."""
+    global SPIN_SECONDS
+    SPIN_SECONDS = seconds
+
+
+class ChannelClosed(Exception):
+    """The peer declared this ring dead."""
+
+
+def ring_file_size(uint64_t capacity):
+    return HEADER + capacity
+
+
+cdef class _Mapped:
+    """A shared file mapped into this process; keeps the mmap alive."""
+    cdef object mm
+    cdef Py_buffer view
+    cdef char* base
+    cdef bint has_view
+    cdef readonly str path
+
+    def __cinit__(self, str path, Py_ssize_t size, bint create):
+        self.has_view = False
+        self.path = path
+        flags = _os.O_RDWR | (_os.O_CREAT | _os.O_EXCL if create else 0)
+        fd = _os.open(path, flags, 0o600)
+        try:
+            if create:
+                _os.ftruncate(fd, size)
+            self.mm = _mmap.mmap(fd, size, _mmap.MAP_SHARED, _mmap.PROT_READ | _mmap.PROT_WRITE)
+        finally:
+            _os.close(fd)
+        PyObject_GetBuffer(self.mm, &self.view, PyBUF_SIMPLE | PyBUF_WRITABLE)
+        self.has_view = True
+        self.base = <char*>self.view.buf
+
+    def close(self):
+        if self.has_view:
+            PyBuffer_Release(&self.view)
+            self.has_view = False
+            self.base = NULL
+        if self.mm is not None:
+            try:
+                self.mm.close()
+            except BufferError:
+                pass
+            self.mm = None
+
+    def __dealloc__(self):
+        if self.has_view:
+            PyBuffer_Release(&self.view)
+
+
+cdef class Doorbell:
+    """The futex words a consumer process sleeps on (see the module docstring)."""
+    cdef _Mapped mapped
+    cdef uint32_t* seq
+    cdef uint32_t* sleepers
+    cdef uint32_t* active
+    cdef uint32_t* bg_seq
+    cdef uint32_t* bg_sleepers
+
+    def __cinit__(self, str path, bint create=False):
+        self.mapped = _Mapped(path, DB_SIZE, create)
+        cdef char* b = self.mapped.base
+        self.seq = <uint32_t*>(b + DB_SEQ)
+        self.sleepers = <uint32_t*>(b + DB_SLEEPERS)
+        self.active = <uint32_t*>(b + DB_ACTIVE)
+        self.bg_seq = <uint32_t*>(b + DB_BG_SEQ)
+        self.bg_sleepers = <uint32_t*>(b + DB_BG_SLEEPERS)
+
+    @property
+    def path(self):
+        return self.mapped.path
+
+    cdef inline void _ring(self) nogil:
+        full_fence()
+        if load_u32(self.active) > 0:
+            add_u32(self.seq, 1)
+            if load_u32(self.sleepers) > 0:
+                futex_wake_all(self.seq)
+        else:
+            add_u32(self.bg_seq, 1)
+            if load_u32(self.bg_sleepers) > 0:
+                futex_wake_all(self.bg_seq)
+
+    def ring(self):
+        """Wake whoever waits on this doorbell (cheap when nobody sleeps)."""
+        self._ring()
+
+    def enter_active(self):
+        add_u32(self.active, 1)
+        full_fence()
+
+    def leave_active(self):
+        sub_u32(self.active, 1)
+        full_fence()
+
+    def close(self):
+        self.mapped.close()
+
+
+cdef class Poller:
+    """Waits until any of a set of inbound rings is readable, on one doorbell."""
+    cdef Doorbell bell
+    cdef list rings
+    cdef int n
+    cdef uint64_t** heads
+    cdef uint64_t** tails
+    cdef bytes _heads_store
+    cdef bytes _tails_store
+
+    def __cinit__(self, Doorbell bell):
+        self.bell = bell
+        self.rings = []
+        self.n = 0
+        self._heads_store = b""
+        self._tails_store = b""
+
+    def set_rings(self, rings):
+        """Replace the polled set (called rarely: when peers come and go)."""
+        self.rings = list(rings)
+        self.n = len(self.rings)
+        self._heads_store = PyBytes_FromStringAndSize(NULL, sizeof(uint64_t*) * max(self.n, 1))
+        self._tails_store = PyBytes_FromStringAndSize(NULL, sizeof(uint64_t*) * max(self.n, 1))
+        self.heads = <uint64_t**>PyBytes_AS_STRING(self._heads_store)
+        self.tails = <uint64_t**>PyBytes_AS_STRING(self._tails_store)
+        cdef Ring r
+        for i, r in enumerate(self.rings):
+            self.heads[i] = r.head
+            self.tails[i] = r.tail
+
+    cdef inline bint _any_ready(self) nogil:
+        cdef int i
+        for i in range(self.n):
+            if load_u64(self.tails[i]) != load_u64(self.heads[i]):
+                return True
+        return False
+
+    def wait(self, double timeout_s, bint background=False):
+        """Block until a ring has data, the doorbell rings, or ``timeout_s`` passes.
+
+        Returns True if some ring is readable.  Spurious returns are allowed;
+        callers loop.  The GIL is released throughout.
+        """
+        cdef uint32_t* word = self.bell.bg_seq if background else self.bell.seq
+        cdef uint32_t* sleepers = self.bell.bg_sleepers if background else self.bell.sleepers
+        cdef double start, now, spin = SPIN_SECONDS
+        cdef uint32_t seen
+        cdef bint ready = False
+        cdef int k
+        with nogil:
+            ready = self._any_ready()
+            start = monotonic_s()
+            if not ready and not background and spin > 0:
+                while True:
+                    for k in range(64):
+                        cpu_relax()
+                    if self._any_ready():
+                        ready = True
+                        break
+                    now = monotonic_s()
+                    if now - start >= spin or now - start >= timeout_s:
+                        break
+            if not ready:
+                add_u32(sleepers, 1)
+                full_fence()
+                seen = load_u32(word)
+                if self._any_ready():
+                    ready = True
+                else:
+                    now = monotonic_s()
+                    if timeout_s - (now - start) > 0:
+                        futex_wait(word, seen, timeout_s - (now - start))
+                    ready = self._any_ready()
+                sub_u32(sleepers, 1)
+        return ready
+
+
+cdef class Ring:
+    """One direction of a channel: a byte ring in a shared file, one writer, one reader."""
+    cdef _Mapped mapped
+    cdef uint64_t* head
+    cdef uint64_t* tail
+    cdef uint64_t cap
+    cdef uint64_t mask
+    cdef uint32_t* space_seq
+    cdef uint32_t* writer_waits
+    cdef uint32_t* closed
+    cdef char* data
+    cdef public Doorbell reader_bell   # rung after each write (the consumer's doorbell)
+    cdef public Doorbell writer_bell   # rung when the reader frees space while the writer waits
+
+    def __cinit__(self, str path, uint64_t capacity=0, bint create=False):
+        if create:
+            if capacity == 0 or (capacity & (capacity - 1)) != 0:
+                raise ValueError("ring capacity must be a power of two")
+            self.mapped = _Mapped(path, HEADER + capacity, True)
+            (<uint64_t*>(self.mapped.base + OFF_CAP))[0] = capacity
+        else:
+            with open(path, "rb") as f:
+                hdr = f.read(HEADER)
+            capacity = int.from_bytes(hdr[OFF_CAP:OFF_CAP + 8], "little")
+            self.mapped = _Mapped(path, HEADER + capacity, False)
+        cdef char* b = self.mapped.base
+        self.head = <uint64_t*>(b + OFF_HEAD)
+        self.tail = <uint64_t*>(b + OFF_TAIL)
+        self.cap = capacity
+        self.mask = capacity - 1
+        self.space_seq = <uint32_t*>(b + OFF_SPACE_SEQ)
+        self.writer_waits = <uint32_t*>(b + OFF_WRITER_WAITS)
+        self.closed = <uint32_t*>(b + OFF_CLOSED)
+        self.data = b + HEADER
+        self.reader_bell = None
+        self.writer_bell = None
+
+    @property
+    def path(self):
+        return self.mapped.path
+
+    @property
+    def capacity(self):
+        return self.cap
+
+    @property
+    def max_message(self):
+        return self.cap // 2 - 16
+
+    def close(self):
+        self.mapped.close()
+
+    def mark_closed(self):
+        store_u32(self.closed, 1)
+        full_fence()
+        futex_wake_all(self.space_seq)
+
+    def is_closed(self):
+        return load_u32(self.closed) != 0
+
+    def want_space(self, bint on):
+        """Ask the reader to ring ``writer_bell`` whenever it frees space (for non-blocking writers)."""
+        if on:
+            add_u32(self.writer_waits, 1)
+        else:
+            sub_u32(self.writer_waits, 1)
+        full_fence()
+
+    def readable(self):
+        return load_u64(self.tail) != load_u64(self.head)
+
+    def pending_bytes(self):
+        return load_u64(self.tail) - load_u64(self.head)
+
+    cdef inline void _copy_in(self, uint64_t pos, const char* src, uint64_t n) nogil:
+        cdef uint64_t off = pos & self.mask
+        cdef uint64_t first = self.cap - off
+        if first >= n:
+            memcpy(self.data + off, src, n)
+        else:
+            memcpy(self.data + off, src, first)
+            memcpy(self.data, src + first, n - first)
+
+    cdef inline void _copy_out(self, uint64_t pos, char* dst, uint64_t n) nogil:
+        cdef uint64_t off = pos & self.mask
+        cdef uint64_t first = self.cap - off
+        if first >= n:
+            memcpy(dst, self.data + off, n)
+        else:
+            memcpy(dst, self.data + off, first)
+            memcpy(dst + first, self.data, n - first)
+
+    def try_write(self, payload):
+        """Append one frame if it fits now; return False (writing nothing) if the ring is full."""
+        cdef Py_buffer view
+        PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE)
+        try:
+            return self._write(<const char*>view.buf, <uint64_t>view.len, 0.0)
+        finally:
+            PyBuffer_Release(&view)
+
+    def write(self, payload, double timeout_s=-1.0):
+        """Append one frame, waiting for space (spin, then block) up to ``timeout_s`` (<0: forever).
+
+        Returns False on timeout.  Raises ChannelClosed if the reader is gone.
+        """
+        cdef Py_buffer view
+        PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE)
+        try:
+            return self._write(<const char*>view.buf, <uint64_t>view.len, timeout_s)
+        finally:
+            PyBuffer_Release(&view)
+
+    cdef bint _write(self, const char* src, uint64_t n, double timeout_s) except -1:
+        cdef uint64_t need = (4 + n + 7) & ~(<uint64_t>7)
+        cdef uint64_t head, tail
+        cdef uint32_t length = <uint32_t>n
+        cdef uint32_t seen
+        cdef double start, now
+        cdef bint ok = False, closed = False
+        if n > self.cap // 2 - 16:
+            raise ValueError(f"message of {n} bytes exceeds the ring's limit of {self.cap // 2 - 16}")
+        with nogil:
+            tail = load_u64(self.tail)
+            start = -1.0
+            while True:
+                head = load_u64(self.head)
+                if self.cap - (tail - head) >= need:
+                    ok = True
+                    break
+                if load_u32(self.closed):
+                    closed = True
+                    break
+                if timeout_s == 0.0:
+                    break
+                if start < 0:
+                    start = monotonic_s()
+                now = monotonic_s()
+                if timeout_s > 0 and now - start >= timeout_s:
+                    break
+                if now - start < SPIN_SECONDS:
+                    cpu_relax()
+                    continue
+                add_u32(self.writer_waits, 1)
+                full_fence()
+                seen = load_u32(self.space_seq)
+                head = load_u64(self.head)
+                if self.cap - (tail - head) < need and not load_u32(self.closed):
+                    futex_wait(self.space_seq, seen, 0.05 if timeout_s < 0 else min(0.05, timeout_s))
+                sub_u32(self.writer_waits, 1)
+            if ok:
+                self._copy_in(tail, <const char*>&length, 4)
+                self._copy_in(tail + 4, src, n)
+                full_fence()
+                store_u64(self.tail, tail + need)
+        if closed:
+            raise ChannelClosed(self.mapped.path)
+        if ok and self.reader_bell is not None:
+            self.reader_bell._ring()
+        return ok
+
+    def read(self):
+        """Pop one frame as bytes, or None if the ring is empty."""
+        cdef uint64_t head = load_u64(self.head)
+        cdef uint64_t tail = load_u64(self.tail)
+        cdef uint32_t length
+        cdef uint64_t need
+        if head == tail:
+            return None
+        self._copy_out(head, <char*>&length, 4)
+        out = PyBytes_FromStringAndSize(NULL, length)
+        self._copy_out(head + 4, PyBytes_AS_STRING(out), length)
+        need = (4 + <uint64_t>length + 7) & ~(<uint64_t>7)
+        full_fence()
+        store_u64(self.head, head + need)
+        full_fence()
+        add_u32(self.space_seq, 1)
+        if load_u32(self.writer_waits) > 0:
+            futex_wake_all(self.space_seq)
+            if self.writer_bell is not None:
+                self.writer_bell._ring()
+        return out
+
+    def read_all(self):
+        """Pop every frame currently in the ring."""
+        out = []
+        while True:
+            m = self.read()
+            if m is None:
+                return out
+            out.append(m)

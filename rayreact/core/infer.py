@@ -1,0 +1,304 @@
+"""Infer: from a recorded ``Trace`` to a ``Plan`` (pure; no processes, no values).
+
+Algorithm
+---------
+1. *Period.*  Two events match when their ``record.signature`` is equal and
+   each of their refs matches in one of two ways: *relative* (both produced the
+   same number of events earlier: a loop-carried or same-period flow) or
+   *constant* (the very same producer: a value made once before the loop).
+   For P = 1, 2, ... we walk back from the end of the trace while event t
+   matches event t + P, requiring every position of the period to keep the
+   same way of matching each ref.  Where the walk stops, the periodic region
+   begins; it is moved later if needed so that every constant is made before
+   it.  The first P whose region holds ``repeats`` full periods and at least
+   one call wins (so the shortest).  Events before the region are the prefix;
+   the trace may end mid-period (the tail).  Position 0 is the region's first
+   event.  Actor creation and kill never match, so they are never periodic.
+2. *Graph.*  Reactors: the driver, one per actor called in the period, and
+   task slots (the period's task calls are dealt round-robin over
+   ``task_slots`` slots, so one call site's fan-out spreads out).  Every output
+   of a call or put in the period is a connection; every ref read is a ``Use``
+   of one, with its lag in periods.  A constant ref becomes a ``prefix`` (or
+   ``external``) connection.
+3. *Schedule.*  Each reactor runs its reactions in trace order (deadlock-free:
+   every reaction waits only on earlier ones).  A connection needs ``capacity``
+   = max over uses of lag (+1 if the reader comes after the writer in the
+   period) tokens so that no write waits on a later read.
+4. *Switch point.*  ``Plan.switch`` is the position where starting replay
+   needs the fewest in-flight values seeded from dynamic mode (a gather
+   barrier usually needs none), soonest after the trace's end among ties.
+
+What the replay phase needs (and gets) from the Plan
+----------------------------------------------------
+- Refuse a plan with ``blockers`` (threaded/async or unknown actors, dynamic
+  ``num_returns``).
+- Keep recording after inference and keep ``plan.guard.check``-ing each new
+  event while still dynamic; switch when the next event's position is
+  ``plan.switch``.  First drain the dynamic runtime's calls to the plan's
+  actors (per-caller order), then write ``plan.seeds(first_index)`` into their
+  connections, in list order, taking each value from the dynamic runtime by
+  ``trace.ref_id(seed.producer, seed.ret)``.
+- Wiring: one worker per actor reactor (the actor's process), one task worker
+  per ``task:k`` reactor; one invocation channel from the driver to each of
+  them (the literal arguments of each scheduled reaction, in schedule order);
+  one buffer per connection with at least ``capacity`` tokens, written by
+  ``connection.reactor``, read by each distinct ``use.reactor``.  Only
+  ``to_driver`` connections need to reach the driver; ``actor_only`` ones never
+  do.  One write per token whatever the number of readers.
+- Worker loop, per period, for each position in ``reactor.schedule``: read the
+  invocation; for each ``ArgSpec`` take the literal or the token of
+  ``input.connection`` from ``input.lag`` periods back ('value': the value;
+  'ref': a ref the callee can resolve); run; write one token per ``outputs``
+  entry (an error token if the call raised).
+- Driver: the API call at absolute index i is position ``plan.position(i)``;
+  check it with ``guard.check``; a call writes its invocation and returns
+  refs that remember (i, ret), so later guard checks can measure distances;
+  put writes its connection; get/wait read ``reaction.reads``.
+- A token's slot is reused ``capacity`` periods later: if the script still
+  holds its ref, copy it out or deoptimize first.  On deoptimization every
+  token written and not yet handed over becomes a dynamic object under the ref
+  id the driver gave out for (index, ret).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .plan import (DRIVER, ArgSpec, Connection, Expect, Guard, Input, Plan, Reaction, Reactor, RefCheck,
+                   Use)
+from .record import ACTOR_METHOD, Literal, RefArg, Submit, Trace, produces, ref_slots, signature
+
+DEFAULT_REPEATS = 3
+
+
+@dataclass(frozen=True)
+class Period:
+    length: int
+    start: int                 # absolute index of position 0
+    end: int                   # absolute index one past the trace
+    relative: tuple            # per position, per ref slot: True relative, False constant
+
+    @property
+    def repeats(self) -> int:
+        return (self.end - self.start) // self.length
+
+
+def infer(trace: Trace, repeats: int = DEFAULT_REPEATS, task_slots: int = 1,
+          max_period: int | None = None) -> Plan | None:
+    """The plan of the shortest period repeated ``repeats`` times at the end of
+    ``trace``, or None if there is none."""
+    period = find_period(trace, repeats, max_period)
+    return None if period is None else build_plan(trace, period, task_slots)
+
+
+def find_period(trace: Trace, repeats: int = DEFAULT_REPEATS, max_period: int | None = None) -> Period | None:
+    if repeats < 2:
+        raise ValueError("repeats must be at least 2")
+    events, base = trace.events, trace.first_index
+    n = len(events)
+    sigs = [signature(e) for e in events]
+    refs = [ref_slots(e) for e in events]
+    longest = n // repeats if max_period is None else min(max_period, n // repeats)
+    for length in range(1, longest + 1):
+        found = _region(sigs, refs, base, length)
+        if found is None:
+            continue
+        start, modes = found
+        if n - start < repeats * length:
+            continue
+        if not any(type(events[t]) is Submit for t in range(start, start + length)):
+            continue
+        relative = tuple(modes[(start + q) % length] for q in range(length))
+        if _producers_exist(events, refs, base, start, relative):
+            return Period(length, base + start, base + n, relative)
+    return None
+
+
+def _region(sigs, refs, base, length):
+    """(first list index of the maximal periodic suffix, ref modes by index % length)."""
+    n = len(sigs)
+    modes = [None] * length
+    t = n - 1 - length
+    while t >= 0:
+        u = t + length
+        if sigs[t] != sigs[u]:
+            break
+        mode = _ref_modes(refs[t], refs[u], base + t, base + u)
+        if mode is None:
+            break
+        known = modes[t % length]
+        if known is None:
+            modes[t % length] = mode
+        elif known != mode:
+            break
+        t -= 1
+    start = t + 1
+    if n - start < 2 * length:
+        return None
+    # A constant must exist before the first period that reads it.
+    for t in range(n - length, n):
+        for ref, rel in zip(refs[t], modes[t % length]):
+            if not rel and ref.producer >= base + start:
+                start = ref.producer - base + 1
+    return start, modes
+
+
+def _ref_modes(a_refs, b_refs, a_index, b_index):
+    modes = []
+    for a, b in zip(a_refs, b_refs):
+        if a.ret != b.ret:
+            return None
+        if a.producer == b.producer:
+            modes.append(False)
+        elif a.producer >= 0 and b.producer >= 0 and a_index - a.producer == b_index - b.producer:
+            modes.append(True)
+        else:
+            return None
+    return tuple(modes)
+
+
+def _producers_exist(events, refs, base, start, relative):
+    """Every relative ref must name a position of the period that makes enough returns."""
+    length = len(relative)
+    for q in range(length):
+        for ref, rel in zip(refs[start + q], relative[q]):
+            if rel:
+                p = (q - (base + start + q - ref.producer)) % length
+                if produces(events[start + p]) <= ref.ret:
+                    return False
+    return True
+
+
+def build_plan(trace: Trace, period: Period, task_slots: int = 1) -> Plan:
+    length, start = period.length, period.start
+    template = [trace.event(start + q) for q in range(length)]
+    placed = _place(template, task_slots)
+    conns: dict = {}                                  # key -> [id, source, producer, ret, reactor, uses]
+    for q, ev in enumerate(template):
+        for ret in range(produces(ev)):
+            conns[("period", q, ret)] = [len(conns), "period", q, ret, placed[q], []]
+
+    def read(q, j, ref, passing):
+        if period.relative[q][j]:
+            distance = start + q - ref.producer
+            p = (q - distance) % length
+            lag = (distance - (q - p)) // length
+            key = ("period", p, ref.ret)
+        else:
+            lag = 0
+            key = ("prefix", ref.producer, ref.ret) if ref.producer >= 0 else ("external", -1 - ref.producer, 0)
+            if key not in conns:
+                conns[key] = [len(conns), key[0], key[1], key[2], DRIVER, []]
+        conn = conns[key]
+        conn[5].append(Use(q, placed[q], lag, passing))
+        return Input(conn[0], lag, passing)
+
+    reactions = []
+    for q, ev in enumerate(template):
+        if type(ev) is Submit:
+            args = _arg_specs(ev, lambda j, ref, passing: read(q, j, ref, passing))
+            outputs = tuple(conns[("period", q, r)][0] for r in range(produces(ev)))
+            reactions.append(Reaction(q, placed[q], ev.kind, _key(ev.target), ev.call_site, args, (), outputs))
+        else:
+            op = type(ev).__name__.lower()
+            passing = {"get": "get", "wait": "wait"}.get(op, "ref")
+            reads = tuple(read(q, j, ref, passing) for j, ref in enumerate(ref_slots(ev)))
+            outputs = (conns[("period", q, 0)][0],) if op == "put" else ()
+            reactions.append(Reaction(q, DRIVER, op, "", ev.call_site, (), reads, outputs))
+
+    connections = tuple(_connection(*c, length) for c in sorted(conns.values()))
+    reactors, blockers = _reactors(trace, template, placed)
+    guard = Guard(length, start, tuple(_expect(ev, start + q, period.relative[q]) for q, ev in enumerate(template)))
+    draft = Plan(length, start, period.end, period.repeats, 0, reactors, tuple(reactions), connections, guard,
+                 blockers)
+    return dataclasses.replace(draft, switch=_best_switch(draft))
+
+
+def _place(template, task_slots):
+    """The reactor of each position."""
+    placed, tasks = [], 0
+    for ev in template:
+        if type(ev) is not Submit:
+            placed.append(DRIVER)
+        elif ev.kind == ACTOR_METHOD:
+            placed.append(f"actor:{_key(ev.actor)}")
+        else:
+            placed.append(f"task:{tasks % max(1, task_slots)}")
+            tasks += 1
+    return placed
+
+
+def _arg_specs(ev, read):
+    """ArgSpecs in ``ref_slots`` order: direct refs first, then nested ones."""
+    named = list(enumerate(ev.args)) + list(ev.kwargs)
+    j = 0
+    direct = []
+    for name, arg in named:
+        if type(arg) is RefArg:
+            direct.append(read(j, arg, "value"))
+            j += 1
+        else:
+            direct.append(None)
+    specs = []
+    for (name, arg), inp in zip(named, direct):
+        nested = ()
+        if type(arg) is Literal and arg.nested:
+            nested = tuple(read(j + i, ref, "ref") for i, ref in enumerate(arg.nested))
+            j += len(arg.nested)
+        specs.append(ArgSpec(name, inp, nested))
+    return tuple(specs)
+
+
+def _connection(cid, source, producer, ret, reactor, uses, length):
+    if source == "period":
+        capacity = max([u.lag + (u.position > producer) for u in uses], default=1)
+    else:
+        capacity = 1
+    to_driver = any(u.passing in ("get", "wait") for u in uses)
+    actor_only = reactor != DRIVER and bool(uses) and all(u.reactor != DRIVER for u in uses)
+    return Connection(cid, source, producer, ret, reactor, tuple(uses), max(1, capacity), to_driver, actor_only)
+
+
+def _reactors(trace, template, placed):
+    order = [DRIVER] + list(dict.fromkeys(p for p in placed if p.startswith("actor:")))
+    order += sorted(set(p for p in placed if p.startswith("task:")), key=lambda name: int(name[5:]))
+    actor_of = {placed[q]: ev.actor for q, ev in enumerate(template) if placed[q].startswith("actor:")}
+    reactors, blockers = [], []
+    for name in order:
+        if name == DRIVER:
+            reactors.append(Reactor(name, "driver", None, None, False, tuple(range(len(template)))))
+            continue
+        schedule = tuple(q for q, p in enumerate(placed) if p == name)
+        if name.startswith("task:"):
+            reactors.append(Reactor(name, "task", None, None, False, schedule))
+            continue
+        info = trace.actors.get(actor_of[name])
+        if info is None:
+            blockers.append(f"{name}: created before recording, its concurrency is unknown")
+        elif info.concurrent:
+            blockers.append(f"{name}: threaded or async actor, its calls have no fixed order")
+        reactors.append(Reactor(name, "actor", _key(actor_of[name]), None if info is None else _key(info.class_key),
+                                bool(info and info.concurrent), schedule))
+    for q, ev in enumerate(template):
+        if type(ev) is Submit and not isinstance(ev.num_returns, int):
+            blockers.append(f"position {q}: num_returns={ev.num_returns!r} is not a fixed count")
+    return tuple(reactors), tuple(blockers)
+
+
+def _expect(ev, index, relative):
+    checks = tuple(RefCheck(rel, index - ref.producer if rel else ref.producer, ref.ret)
+                   for ref, rel in zip(ref_slots(ev), relative))
+    return Expect(signature(ev), checks)
+
+
+def _best_switch(plan: Plan) -> int:
+    def cost(q):
+        seeds = plan.seeds(plan.start + q)
+        in_flight = sum(1 for s in seeds if plan.connections[s.connection].source == "period")
+        return in_flight, (q - plan.phase) % plan.period
+    return min(range(plan.period), key=cost)
+
+
+def _key(value) -> str:
+    return value.hex() if isinstance(value, (bytes, bytearray)) else str(value)

@@ -1,0 +1,1522 @@
+"""The driver runtime: object table, scheduler and the only router of dynamic-mode calls.
+
+::
+
+    user thread ──.remote()──▶ Runtime.submit_*  ──▶ per-caller actor FIFOs / task queue
+                                                        │ (when arguments are ready)
+                                                        ▼
+                                  ring D→W (or the outbox while the ring is full) ──▶ worker
+    worker ──ring W→D──▶ pump() ──▶ DONE: object table ◀── get()/wait() of user threads
+                              └──▶ REQUEST: nested submit/get/put/... from workers
+                              └──▶ RELEASE: refs a worker dropped
+    zygote ──ring Z→D──▶ pump() ──▶ SPAWNED / DIED (crash handling, restarts, retries)
+
+Two threads pump, never at once (``_lock``): a user thread inside ``get``/
+``wait`` pumps itself (no hand-off on the hot path; the doorbell wakes it
+directly), and the service thread pumps when no user thread is waiting, so
+nested submissions and dependency-driven dispatch progress while the script
+computes.  The driver never blocks writing to a worker: a full ring spills
+into that worker's outbox, flushed when the worker frees space.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+import weakref
+
+from .. import exceptions
+from ..object_ref import ObjectRef
+from . import channel, context, ids, protocol, refcount, serialization, submission
+from .serialization import INLINE, SEGMENT
+
+logger = logging.getLogger("rayreact")
+
+RING_CAPACITY = 1 << 21          # 2 MiB per direction per worker
+PENDING, READY = 0, 1
+
+
+class ObjectEntry:
+    __slots__ = ("state", "desc", "size", "holds", "borrowers", "owner", "dependents", "is_error", "value_cache")
+
+    def __init__(self, owner=None):
+        self.state = PENDING
+        self.desc = None
+        self.size = 0
+        self.holds = 0               # pending tasks using it as an argument + containers holding it
+        self.borrowers = None        # worker index -> shipments not yet released
+        self.owner = owner           # worker index that owns it (None: the driver)
+        self.dependents = None       # callbacks run once when it becomes ready
+        self.is_error = False
+
+
+class TaskSpec:
+    __slots__ = ("task_id", "code_id", "code", "name", "args_desc", "direct", "return_ids", "num_returns",
+                 "resources", "retries_left", "retry_exceptions", "caller", "actor_id", "method", "unresolved",
+                 "worker", "env", "cancelled", "held", "is_create", "gpu_ids", "pg")
+
+    def __init__(self):
+        self.unresolved = 0
+        self.worker = None
+        self.env = None
+        self.cancelled = False
+        self.held = ()
+        self.is_create = False
+        self.gpu_ids = ()
+        self.pg = None
+
+
+class WorkerProc:
+    """The driver's view of one worker process."""
+
+    def __init__(self, index, kind):
+        self.index = index
+        self.kind = kind                 # "task" or "actor"
+        self.pid = None
+        self.ready = False
+        self.dead = False
+        self.to_ring = None
+        self.from_ring = None
+        self.bell = None
+        self.outbox = collections.deque()
+        self.defined = set()
+        self.task = None                 # running TaskSpec (task workers)
+        self.blocked = 0                 # nested gets in progress
+        self.actor = None
+        self.paths = ()
+
+
+class ActorState:
+    def __init__(self, actor_id, class_name, methods, code_id, code, options):
+        self.actor_id = actor_id
+        self.class_name = class_name
+        self.methods = methods
+        self.code_id = code_id
+        self.code = code
+        self.options = options
+        self.worker = None
+        self.state = "PENDING"           # PENDING -> ALIVE -> (RESTARTING ->) DEAD
+        self.queues = collections.OrderedDict()   # caller -> deque of TaskSpec, per-caller FIFO
+        self.in_flight = collections.OrderedDict()
+        self.create_spec = None
+        self.death_error = None
+        self.restarts_left = options.get("max_restarts", 0) or 0
+        self.max_task_retries = options.get("max_task_retries", 0) or 0
+        self.max_concurrency = options.get("max_concurrency")
+        self.name = options.get("name")
+        self.namespace = None
+        self.resources = {}
+        self.gpu_ids = ()
+        self.num_restarts = 0
+        self.no_restart = False
+        self.handles = 0
+        self.pickled = False
+
+
+def _shm_dir(object_store_memory):
+    """/dev/shm when it has room, else a private directory under the temp dir (page-cache backed)."""
+    want = max(object_store_memory or 0, 256 * 1024 * 1024)
+    try:
+        st = os.statvfs("/dev/shm")
+        free = st.f_bavail * st.f_frsize
+        if free >= want and os.access("/dev/shm", os.W_OK):
+            return "/dev/shm", None
+        message = (f"/dev/shm has only {free // (1024 * 1024)} MiB free (need {want // (1024 * 1024)} MiB); "
+                   "rayreact falls back to a directory in the temp dir for shared objects, which is slower. "
+                   "Give the container more shared memory (e.g. docker --shm-size=2g).")
+    except OSError:
+        message = "/dev/shm is not available; rayreact uses a directory in the temp dir for shared objects."
+    d = tempfile.mkdtemp(prefix="rayreact-shm-")
+    os.chmod(d, 0o700)
+    return d, message
+
+
+class Runtime:
+    """Everything ``init`` starts.  One per driver process."""
+
+    is_driver = True
+    local_mode = False
+    is_actor = False
+
+    def __init__(self, *, num_cpus=None, num_gpus=None, resources=None, object_store_memory=None,
+                 namespace=None, runtime_env=None, log_to_driver=True, reactor=True):
+        self.session = os.urandom(4).hex()
+        self.namespace = namespace or f"anon-{os.urandom(4).hex()}"
+        self.job_id = b"\x01\x00\x00\x00"
+        self.node_id = os.urandom(28)
+        self.log_to_driver = log_to_driver
+        self.env = dict((runtime_env or {}).get("env_vars") or {})
+        self.num_cpus = float(os.cpu_count() or 1) if num_cpus is None else float(num_cpus)
+        self.num_gpus = float(_detect_gpus() if num_gpus is None else num_gpus)
+        self.total = {"CPU": self.num_cpus, "memory": float(_total_memory() * 0.3),
+                      "object_store_memory": float(object_store_memory or _default_store_memory())}
+        if self.num_gpus:
+            self.total["GPU"] = self.num_gpus
+        self.total[f"node:127.0.0.1"] = 1.0
+        self.total["node:__internal_head__"] = 1.0
+        for k, v in (resources or {}).items():
+            self.total[k] = float(v)
+        self.available = dict(self.total)
+        self.free_gpu_ids = list(range(int(self.num_gpus)))
+        self.store_limit = int(object_store_memory or _default_store_memory())
+        self.store_used = 0
+        self.shm_dir, shm_warning = _shm_dir(object_store_memory)
+        if shm_warning:
+            warnings.warn(shm_warning, stacklevel=3)
+        self.reactor_enabled = reactor
+
+        self._lock = threading.RLock()
+        self.objects = {}
+        self.workers = {}                  # index -> WorkerProc
+        self.pid_to_worker = {}
+        self.idle_task_workers = collections.deque()
+        self.task_queue = collections.deque()   # ready-to-run TaskSpecs waiting for resources/worker
+        self.actors = {}
+        self.named_actors = {}
+        self.code = {}                     # code_id -> pickled code
+        self.get_waiters = {}              # (worker, req_id) -> state
+        self._next_worker_index = 0
+        self._starting_task_workers = 0
+        self._infeasible_warned = set()
+        self._segments = serialization.SegmentCache()
+        self._shutting_down = False
+        self._running = True
+        self._released_backlog = []
+        self._placement = None
+
+        prefix = os.path.join(self.shm_dir, f"rr-{self.session}")
+        self._prefix = prefix
+        self.bell = channel.Doorbell(f"{prefix}-driver-bell", True)
+        self.poller = channel.Poller(self.bell)
+        self.zygote_ring = channel.Ring(f"{prefix}-zygote", 1 << 16, True)
+        self._rings = [self.zygote_ring]
+        self.poller.set_rings(self._rings)
+        self._start_zygote()
+        self._service = threading.Thread(target=self._service_loop, name="rayreact-service", daemon=True)
+        self._service.start()
+        self._pool_target = max(1, int(self.num_cpus))
+
+    # ================================================================== processes
+    def _start_zygote(self):
+        import pickle
+        cleanup = [f"{self._prefix}-*"]
+        config = {
+            "sys_path": [p if p else os.getcwd() for p in sys.path],
+            "cwd": os.getcwd(),
+            "zygote_ring": self.zygote_ring.path,
+            "driver_bell": self.bell.path,
+            "cleanup_globs": cleanup,
+            "cleanup_dirs": [self.shm_dir] if self.shm_dir != "/dev/shm" else [],
+            "preload": [m for m in ("torch", "gymnasium") if m in sys.modules],
+        }
+        env = dict(os.environ)
+        env.update(self.env)
+        self.zygote = subprocess.Popen(
+            [sys.executable, "-m", "rayreact.core.zygote", pickle.dumps(config).hex()],
+            stdin=subprocess.PIPE, env=env, close_fds=True)
+
+    def _zygote_command(self, cmd):
+        from .zygote import encode_command
+        try:
+            self.zygote.stdin.write(encode_command(cmd))
+            self.zygote.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            pass
+
+    def _spawn_worker(self, kind, display_name="Worker", extra_env=None):
+        index = self._next_worker_index
+        self._next_worker_index += 1
+        w = WorkerProc(index, kind)
+        base = f"{self._prefix}-w{index}"
+        w.to_ring = channel.Ring(f"{base}-in", RING_CAPACITY, True)
+        w.from_ring = channel.Ring(f"{base}-out", RING_CAPACITY, True)
+        w.bell = channel.Doorbell(f"{base}-bell", True)
+        w.to_ring.reader_bell = w.bell
+        w.from_ring.writer_bell = w.bell
+        w.paths = (w.to_ring.path, w.from_ring.path, w.bell.path)
+        self.workers[index] = w
+        self._rings.append(w.from_ring)
+        self.poller.set_rings(self._rings)
+        env = dict(self.env)
+        env.update(extra_env or {})
+        spec = {
+            "worker_index": index, "kind": kind, "session": self.session, "shm_dir": self.shm_dir,
+            "to_worker": w.to_ring.path, "from_worker": w.from_ring.path, "worker_bell": w.bell.path,
+            "driver_bell": self.bell.path, "env": env, "log_to_driver": self.log_to_driver,
+            "namespace": self.namespace, "job_id": self.job_id, "node_id": self.node_id,
+            "display_name": display_name,
+        }
+        self._zygote_command(("spawn", spec))
+        return w
+
+    # ================================================================== messaging
+    def _send(self, w, msg):
+        if w.dead:
+            return
+        data = protocol.dumps(msg)
+        if w.outbox or not w.to_ring.try_write(data):
+            if len(data) > w.to_ring.max_message:
+                raise exceptions.RaySystemError(f"message of {len(data)} bytes exceeds the channel limit")
+            if not w.outbox:
+                w.to_ring.want_space(True)
+            w.outbox.append(data)
+
+    def _flush_outboxes(self):
+        for w in self.workers.values():
+            if w.outbox and not w.dead:
+                while w.outbox and w.to_ring.try_write(w.outbox[0]):
+                    w.outbox.popleft()
+                if not w.outbox:
+                    w.to_ring.want_space(False)
+
+    def _ensure_defined(self, w, code_id):
+        if code_id not in w.defined:
+            self._send(w, (protocol.DEFINE, code_id, self.code[code_id]))
+            w.defined.add(code_id)
+
+    # ================================================================== pumping
+    def _pump(self):
+        """Handle every message waiting on any inbound ring.  Caller holds the lock."""
+        progressed = False
+        for msg in self.zygote_ring.read_all():
+            self._on_zygote(protocol.loads(msg))
+            progressed = True
+        for w in list(self.workers.values()):
+            if w.dead or not w.from_ring.readable():
+                continue
+            ring = w.from_ring
+            while True:
+                raw = ring.read()
+                if raw is None:
+                    break
+                progressed = True
+                self._on_worker_message(w, protocol.loads(raw))
+        if self._released_backlog or refcount.released:
+            self._process_releases()
+        self._flush_outboxes()
+        return progressed
+
+    def _service_loop(self):
+        while self._running:
+            try:
+                self.poller.wait(0.2, True)
+                if not self._running:
+                    return
+                with self._lock:
+                    if self._running:
+                        self._pump()
+                        self._check_dead_workers()
+            except Exception:  # never let the service thread die silently
+                if self._running:
+                    logger.exception("rayreact service loop error")
+
+    def _wait_until(self, predicate, timeout):
+        """Pump until ``predicate()`` holds (checked under the lock) or ``timeout`` passes."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self.bell.enter_active()
+        try:
+            while True:
+                with self._lock:
+                    self._pump()
+                    if predicate():
+                        return True
+                    if self._shutting_down:
+                        raise exceptions.RaySystemError("rayreact was shut down while waiting")
+                if deadline is not None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    self.poller.wait(min(remaining, 0.5))
+                else:
+                    self.poller.wait(0.5)
+        finally:
+            self.bell.leave_active()
+            # Messages that arrived while we were the active waiter but after our last pump.
+            if self._lock.acquire(blocking=False):
+                try:
+                    self._pump()
+                finally:
+                    self._lock.release()
+            else:
+                self.bell.ring()
+
+    def _check_dead_workers(self):
+        # The zygote reports deaths; this only catches a zygote that itself died.
+        if self.zygote.poll() is not None and not self._shutting_down:
+            for w in list(self.workers.values()):
+                if not w.dead:
+                    self._on_worker_died(w, "the rayreact zygote process died")
+
+    # ================================================================== zygote / worker messages
+    def _on_zygote(self, msg):
+        kind = msg[0]
+        if kind == protocol.SPAWNED:
+            w = self.workers.get(msg[1])
+            if w is not None:
+                w.pid = msg[2]
+                self.pid_to_worker[msg[2]] = w
+        elif kind == protocol.DIED:
+            w = self.pid_to_worker.pop(msg[1], None)
+            if w is not None and not w.dead:
+                # Drain what it managed to send before dying.
+                for raw in w.from_ring.read_all():
+                    self._on_worker_message(w, protocol.loads(raw))
+                status = msg[2]
+                how = f"killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else \
+                    f"exited with code {os.WEXITSTATUS(status)}"
+                self._on_worker_died(w, f"The worker process (pid={w.pid}) {how}.")
+
+    def _on_worker_message(self, w, msg):
+        kind = msg[0]
+        if kind == protocol.DONE:
+            self._on_done(w, msg[1], msg[2], msg[3])
+        elif kind == protocol.REQUEST:
+            self._on_request(w, msg[1], msg[2], msg[3])
+        elif kind == protocol.RELEASE:
+            for oid, n in msg[1]:
+                e = self.objects.get(oid)
+                if e is not None and e.borrowers:
+                    left = e.borrowers.get(w.index, 0) - n
+                    if left > 0:
+                        e.borrowers[w.index] = left
+                    else:
+                        e.borrowers.pop(w.index, None)
+                    self._maybe_free(oid, e)
+        elif kind == protocol.READY:
+            w.ready = True
+            if w.kind == "task" and w.task is None:
+                self._starting_task_workers -= 1
+                self.idle_task_workers.append(w)
+                self._schedule()
+        elif kind == protocol.EXITING:
+            w.exiting = True
+
+    # ================================================================== objects
+    def _new_entry(self, oid, owner=None):
+        e = ObjectEntry(owner)
+        self.objects[oid] = e
+        return e
+
+    def _set_ready(self, oid, desc):
+        e = self.objects.get(oid)
+        if e is None:
+            # Nobody holds a ref any more: drop the value at once.
+            self._discard_desc(desc)
+            return
+        if e.state == READY:
+            self._discard_desc(desc)
+            return
+        e.state = READY
+        e.desc = desc
+        e.is_error = desc[3]
+        if desc[0] == SEGMENT:
+            try:
+                e.size = os.stat(desc[1]).st_size
+            except OSError:
+                e.size = 0
+            self.store_used += e.size
+        else:
+            e.size = len(desc[1])
+        for c in desc[2]:
+            ce = self.objects.get(c)
+            if ce is not None:
+                ce.holds += 1
+        deps = e.dependents
+        e.dependents = None
+        if deps:
+            for cb in deps:
+                cb(oid, e)
+        self._maybe_free(oid, e)
+
+    def _discard_desc(self, desc):
+        if desc[0] == SEGMENT:
+            try:
+                os.unlink(desc[1])
+            except OSError:
+                pass
+
+    def _maybe_free(self, oid, e):
+        if e.holds > 0 or e.borrowers or e.dependents or refcount.counts.get(oid):
+            return
+        if e.state != READY:
+            return
+        del self.objects[oid]
+        desc = e.desc
+        if desc[0] == SEGMENT:
+            self.store_used -= e.size
+            self._segments.forget(desc[1])
+            try:
+                os.unlink(desc[1])
+            except OSError:
+                pass
+        for c in desc[2]:
+            ce = self.objects.get(c)
+            if ce is not None:
+                ce.holds -= 1
+                self._maybe_free(c, ce)
+
+    def _process_releases(self):
+        for oid in refcount.drain_released():
+            e = self.objects.get(oid)
+            if e is not None:
+                self._maybe_free(oid, e)
+
+    def _hold(self, oids):
+        for oid in oids:
+            e = self.objects.get(oid)
+            if e is None:
+                e = self._lost_entry(oid)
+            e.holds += 1
+
+    def _unhold(self, oids):
+        for oid in oids:
+            e = self.objects.get(oid)
+            if e is not None:
+                e.holds -= 1
+                self._maybe_free(oid, e)
+
+    def _lost_entry(self, oid):
+        e = self._new_entry(oid)
+        err = exceptions.ReferenceCountingAssertionError(oid.hex())
+        self._set_ready_error(oid, err)
+        return e
+
+    def _set_ready_error(self, oid, err):
+        ser = serialization.serialize(err, is_error=True)
+        self._set_ready(oid, (INLINE, ser.pack(), [], True))
+
+    def _place(self, value):
+        """Serialize a driver-side value into a descriptor (inline or a new segment)."""
+        ser = serialization.serialize(value)
+        if ser.size <= serialization.INLINE_LIMIT:
+            return (INLINE, ser.pack(), ser.contained, False)
+        if self.store_used + ser.size > self.store_limit:
+            raise exceptions.ObjectStoreFullError(
+                f"Failed to put an object of {ser.size} bytes: the object store holds {self.store_used} of its "
+                f"{self.store_limit} bytes (set init(object_store_memory=...) to raise the limit, or drop refs).")
+        path = f"{self._prefix}-{ids.new_id().hex()}"
+        ser.write_segment(path)
+        return (SEGMENT, path, ser.contained, False)
+
+    def _ship(self, w, oid, e):
+        """Descriptor for worker ``w``; counts the refs nested in it as borrowed by ``w``."""
+        desc = e.desc
+        if desc[2]:
+            for c in desc[2]:
+                ce = self.objects.get(c)
+                if ce is not None:
+                    if ce.borrowers is None:
+                        ce.borrowers = {}
+                    ce.borrowers[w.index] = ce.borrowers.get(w.index, 0) + 1
+        return desc
+
+    def value_of(self, oid, e):
+        desc = e.desc
+        if desc[0] == INLINE:
+            value = serialization.loads_pack(desc[1])
+        else:
+            value = serialization.loads_pack(self._segments.view(desc[1]))
+        return value
+
+    # ================================================================== public API: objects
+    def put(self, value):
+        if isinstance(value, ObjectRef):
+            raise TypeError("Calling 'put' on an ray.ObjectRef is not allowed. If you really want to do this, "
+                            "you can wrap the ray.ObjectRef in a list and call 'put' on it.")
+        try:
+            desc = self._place(value)
+        except serialization.SerializationError as exc:
+            raise TypeError(str(exc)) from exc.__cause__
+        oid = ids.new_id()
+        ref = ObjectRef(oid)
+        with self._lock:
+            self._new_entry(oid)
+            self._set_ready(oid, desc)
+        return ref
+
+    def get_values(self, object_ids, timeout):
+        objects = self.objects
+
+        def all_ready():
+            for oid in object_ids:
+                e = objects.get(oid)
+                if e is None or e.state != READY:
+                    return False
+            return True
+
+        with self._lock:
+            ready = all_ready()
+        if not ready:
+            if not self._wait_until(all_ready, timeout):
+                raise exceptions.GetTimeoutError(
+                    f"Get timed out: some object(s) not ready after {timeout} s.")
+        out = []
+        with self._lock:
+            entries = [objects[oid] for oid in object_ids]
+        for e in entries:
+            value = self.value_of(None, e)
+            if e.is_error:
+                raise submission.raisable(value)
+            out.append(value)
+        return out
+
+    def wait_ids(self, object_ids, num_returns, timeout, fetch_local):
+        objects = self.objects
+
+        def count_ready():
+            return sum(1 for oid in object_ids if (e := objects.get(oid)) is not None and e.state == READY)
+
+        self._wait_until(lambda: count_ready() >= num_returns, timeout)
+        with self._lock:
+            ready_flags = [(e := objects.get(oid)) is not None and e.state == READY for oid in object_ids]
+        return ready_flags
+
+    # ================================================================== public API: tasks
+    def submit_task(self, remote_function, args, kwargs, options):
+        num_returns = submission._num_returns(options)
+        args_desc, direct = submission.pack_args(args, kwargs, self.shm_dir, self.session)
+        code_id = submission.code_id_of(remote_function)
+        return_ids = [ids.new_id() for _ in range(num_returns)]
+        refs = [ObjectRef(oid) for oid in return_ids]
+        with self._lock:
+            if code_id not in self.code:
+                self.code[code_id] = serialization.dumps_code(remote_function._function)
+            self._submit_task_locked(None, code_id, remote_function._function_name, args_desc, direct,
+                                     return_ids, num_returns, options)
+        return submission._returns(refs, num_returns)
+
+    def _submit_task_locked(self, caller, code_id, name, args_desc, direct, return_ids, num_returns, options):
+        if self._released_backlog or refcount.released:
+            self._process_releases()
+        spec = TaskSpec()
+        spec.task_id = ids.task_id()
+        spec.code_id = code_id
+        spec.name = name
+        spec.args_desc = args_desc
+        spec.direct = direct
+        spec.return_ids = return_ids
+        spec.num_returns = num_returns
+        spec.resources = submission.task_resources(options, 1)
+        max_retries = options.get("max_retries")
+        spec.retries_left = 3 if max_retries is None else (10 ** 9 if max_retries == -1 else max_retries)
+        spec.retry_exceptions = options.get("retry_exceptions", False)
+        spec.caller = caller
+        spec.actor_id = None
+        spec.method = None
+        spec.pg = self._pg_of(options)
+        env = (options.get("runtime_env") or {}).get("env_vars")
+        spec.env = dict(env) if env else None
+        owner = caller.index if caller is not None else None
+        for oid in return_ids:
+            self._new_entry(oid, owner)
+        self._hold_args(spec)
+        self._when_args_ready(spec, self._enqueue_task)
+
+    def _hold_args(self, spec):
+        held = list(spec.direct) + list(spec.args_desc[2])
+        self._hold(held)
+        spec.held = held
+
+    def _when_args_ready(self, spec, then):
+        missing = [oid for oid in spec.direct if self.objects[oid].state != READY]
+        if not missing:
+            then(spec)
+            return
+        spec.unresolved = len(set(missing))
+
+        def on_ready(oid, e, spec=spec):
+            spec.unresolved -= 1
+            if spec.unresolved == 0:
+                then(spec)
+
+        for oid in set(missing):
+            e = self.objects[oid]
+            if e.dependents is None:
+                e.dependents = []
+            e.dependents.append(on_ready)
+
+    def _failed_dependency(self, spec):
+        for oid in spec.direct:
+            e = self.objects[oid]
+            if e.is_error:
+                return e
+        return None
+
+    def _enqueue_task(self, spec):
+        if spec.cancelled:
+            return
+        failed = self._failed_dependency(spec)
+        if failed is not None:
+            self._complete_with_desc(spec, failed.desc)
+            return
+        self.task_queue.append(spec)
+        self._schedule()
+
+    def _fits(self, res):
+        avail = self.available
+        for k, v in res.items():
+            if avail.get(k, 0.0) + 1e-9 < v:
+                return False
+        return True
+
+    def _feasible(self, res):
+        for k, v in res.items():
+            if self.total.get(k, 0.0) + 1e-9 < v:
+                return False
+        return True
+
+    def _acquire(self, res):
+        for k, v in res.items():
+            self.available[k] = self.available.get(k, 0.0) - v
+
+    def _release(self, res):
+        for k, v in res.items():
+            self.available[k] = self.available.get(k, 0.0) + v
+
+    def _take_gpus(self, n):
+        if not n:
+            return ()
+        count = max(1, int(n)) if n >= 1 else 1
+        if n < 1:
+            return tuple(self.free_gpu_ids[:1]) or (0,)
+        taken = self.free_gpu_ids[:count]
+        del self.free_gpu_ids[:count]
+        return tuple(taken)
+
+    def _give_gpus(self, gpu_ids, n):
+        if n and n >= 1:
+            self.free_gpu_ids.extend(gpu_ids)
+            self.free_gpu_ids.sort()
+
+    def _schedule(self):
+        """Start every queued task that fits; keep the pool big enough for what waits."""
+        if not self.task_queue:
+            return
+        still = collections.deque()
+        while self.task_queue:
+            spec = self.task_queue.popleft()
+            if spec.cancelled:
+                continue
+            res = spec.resources
+            ledger_ok = self._pg_fits(spec) if spec.pg else self._fits(res)
+            if not ledger_ok:
+                if not spec.pg and not self._feasible(res):
+                    key = tuple(sorted(res.items()))
+                    if key not in self._infeasible_warned:
+                        self._infeasible_warned.add(key)
+                        warnings.warn(
+                            f"The following resource request cannot be scheduled right now: {dict(res)}. "
+                            f"This node has {self.total}; the task will wait until resources are added.",
+                            stacklevel=2)
+                still.append(spec)
+                continue
+            w = self._idle_task_worker()
+            if w is None:
+                still.append(spec)
+                self._grow_pool(len(still) + len(self.task_queue))
+                continue
+            if spec.pg:
+                self._pg_acquire(spec)
+            else:
+                self._acquire(res)
+            spec.gpu_ids = self._take_gpus(res.get("GPU", 0))
+            self._dispatch_task(w, spec)
+        self.task_queue = still
+
+    def _idle_task_worker(self):
+        while self.idle_task_workers:
+            w = self.idle_task_workers.popleft()
+            if not w.dead and w.task is None:
+                return w
+        return None
+
+    def _grow_pool(self, waiting):
+        live = sum(1 for w in self.workers.values() if w.kind == "task" and not w.dead)
+        blocked = sum(1 for w in self.workers.values() if w.kind == "task" and not w.dead and w.blocked)
+        target = self._pool_target + blocked
+        if waiting and live < target and self._starting_task_workers < waiting:
+            self._starting_task_workers += 1
+            self._spawn_worker("task")
+
+    def _dispatch_task(self, w, spec):
+        spec.worker = w
+        w.task = spec
+        self._ensure_defined(w, spec.code_id)
+        arg_descs = [self._ship(w, oid, self.objects[oid]) for oid in spec.direct]
+        env = spec.env
+        if spec.gpu_ids or "GPU" in spec.resources:
+            env = dict(env or {})
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in spec.gpu_ids)
+        elif self.num_gpus:
+            env = dict(env or {})
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        self._send(w, (protocol.RUN_TASK, spec.task_id, spec.code_id, spec.name, spec.args_desc, arg_descs,
+                       spec.return_ids, spec.num_returns, env, {k: v for k, v in spec.resources.items()}))
+
+    def _on_done(self, w, task_id, results, ok):
+        if task_id.startswith(b"create:"):
+            self._on_actor_created(w, results, ok)
+            return
+        if w.kind == "actor":
+            actor = w.actor
+            spec = actor.in_flight.pop(task_id, None) if actor is not None else None
+        else:
+            spec = w.task
+            w.task = None
+            if spec is not None:
+                if spec.pg:
+                    self._pg_release(spec)
+                else:
+                    self._release(spec.resources)
+                self._give_gpus(spec.gpu_ids, spec.resources.get("GPU", 0))
+            if not w.dead:
+                self.idle_task_workers.append(w)
+        if spec is None:
+            for _, desc in results:
+                self._discard_desc(desc)
+            return
+        if not ok and spec.retry_exceptions and spec.retries_left > 0 and w.kind == "task":
+            if self._should_retry_exception(spec, results):
+                spec.retries_left -= 1
+                for _, desc in results:
+                    self._discard_desc(desc)
+                spec.worker = None
+                self.task_queue.append(spec)
+                self._schedule()
+                return
+        for oid, desc in results:
+            self._set_ready(oid, desc)
+        self._task_finished(spec)
+        self._schedule()
+
+    def _should_retry_exception(self, spec, results):
+        if spec.retry_exceptions is True:
+            return True
+        if isinstance(spec.retry_exceptions, (list, tuple)) and results:
+            err = serialization.loads_pack(results[0][1][1]) if results[0][1][0] == INLINE else None
+            cause = getattr(err, "cause", None)
+            return isinstance(cause, tuple(spec.retry_exceptions))
+        return False
+
+    def _task_finished(self, spec):
+        self._unhold(spec.held)
+        spec.held = ()
+        if spec.args_desc[0] == SEGMENT:
+            self._discard_desc(spec.args_desc)
+
+    def _complete_with_desc(self, spec, desc):
+        for oid in spec.return_ids:
+            if desc[0] == SEGMENT:
+                # Errors are inline; a segment here would be shared, so copy the error inline.
+                value = serialization.loads_pack(self._segments.view(desc[1]))
+                self._set_ready_error(oid, value)
+            else:
+                self._set_ready(oid, desc)
+        self._task_finished(spec)
+
+    def _complete_with_error(self, spec, err):
+        ser = serialization.serialize(err, is_error=True)
+        desc = (INLINE, ser.pack(), [], True)
+        for oid in spec.return_ids:
+            self._set_ready(oid, desc)
+        self._task_finished(spec)
+
+    # ================================================================== public API: actors
+    def create_actor(self, actor_class, args, kwargs, options):
+        from ..actor import ActorHandle
+        name = options.get("name")
+        namespace = options.get("namespace") or self.namespace
+        with self._lock:
+            if name:
+                existing = self.named_actors.get((namespace, name))
+                if existing is not None and self.actors[existing].state != "DEAD":
+                    if options.get("get_if_exists"):
+                        a = self.actors[existing]
+                        return ActorHandle(a.actor_id, a.class_name, a.methods)
+                    raise ValueError(f"The name {name} (namespace={namespace}) is already taken. Please use a "
+                                     "different name or get the existing actor using "
+                                     f"ray.get_actor('{name}', namespace='{namespace}')")
+        args_desc, direct = submission.pack_args(args, kwargs, self.shm_dir, self.session)
+        code_id = submission.code_id_of(actor_class)
+        actor_id = ids.actor_id()
+        with self._lock:
+            if code_id not in self.code:
+                self.code[code_id] = serialization.dumps_code(actor_class._cls)
+            err = self._create_actor_locked(actor_id, code_id, actor_class._cls.__name__, actor_class._methods,
+                                            actor_class._is_async, args_desc, direct, options, namespace)
+            if err is not None:
+                raise err
+            handle = ActorHandle(actor_id, actor_class._cls.__name__, actor_class._methods, original=True)
+        return handle
+
+    def _create_actor_locked(self, actor_id, code_id, class_name, methods, is_async, args_desc, direct, options,
+                             namespace):
+        name = options.get("name")
+        if name:
+            existing = self.named_actors.get((namespace, name))
+            if existing is not None and self.actors[existing].state != "DEAD":
+                return ValueError(f"The name {name} (namespace={namespace}) is already taken.")
+        actor = ActorState(actor_id, class_name, methods, code_id, self.code[code_id], options)
+        actor.namespace = namespace
+        actor.is_async = is_async
+        if actor.max_concurrency is None:
+            actor.max_concurrency = 1000 if is_async else 1
+        actor.resources = submission.task_resources(options, 0)
+        self.actors[actor_id] = actor
+        if name:
+            self.named_actors[(namespace, name)] = actor_id
+        spec = TaskSpec()
+        spec.task_id = b"create:" + actor_id
+        spec.is_create = True
+        spec.args_desc = args_desc
+        spec.direct = direct
+        spec.return_ids = []
+        spec.actor_id = actor_id
+        spec.caller = None
+        spec.pg = self._pg_of(options)
+        env = (options.get("runtime_env") or {}).get("env_vars")
+        spec.env = dict(env) if env else None
+        self._hold_args(spec)
+        actor.create_spec = spec
+        self._when_args_ready(spec, self._start_actor)
+        return None
+
+    def _start_actor(self, spec):
+        actor = self.actors[spec.actor_id]
+        if actor.state == "DEAD":
+            return
+        failed = self._failed_dependency(spec)
+        if failed is not None:
+            err = self.value_of(None, failed)
+            self._actor_died(actor, exceptions.ActorDiedError(
+                error_msg=f"The actor died because of an error raised in its creation task: {err}"))
+            return
+        res = actor.resources
+        if spec.pg:
+            if not self._pg_fits(spec):
+                self._pending_actor_starts.append(spec)
+                return
+            self._pg_acquire(spec)
+        elif not self._fits(res):
+            if not self._feasible(res):
+                warnings.warn(f"The actor {actor.class_name} requires {res}, which this node ({self.total}) "
+                              "cannot satisfy; it will wait until resources are added.", stacklevel=2)
+            self._pending_actor_starts.append(spec)
+            return
+        else:
+            self._acquire(res)
+        actor.gpu_ids = self._take_gpus(res.get("GPU", 0))
+        extra_env = {}
+        if self.num_gpus:
+            extra_env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in actor.gpu_ids)
+        if spec.env:
+            extra_env.update(spec.env)
+        w = self._spawn_worker("actor", actor.class_name, extra_env)
+        w.actor = actor
+        actor.worker = w
+        self._ensure_defined(w, actor.code_id)
+        arg_descs = [self._ship(w, oid, self.objects[oid]) for oid in spec.direct]
+        self._send(w, (protocol.CREATE, actor.actor_id, actor.code_id, actor.class_name, spec.args_desc, arg_descs,
+                       actor.max_concurrency, actor.is_async, dict(res), (actor.class_name, actor.methods)))
+
+    @property
+    def _pending_actor_starts(self):
+        if not hasattr(self, "_pending_actor_starts_list"):
+            self._pending_actor_starts_list = collections.deque()
+        return self._pending_actor_starts_list
+
+    def _retry_pending_actor_starts(self):
+        pending = self._pending_actor_starts
+        n = len(pending)
+        for _ in range(n):
+            self._start_actor(pending.popleft())
+
+    def _on_actor_created(self, w, results, ok):
+        actor = w.actor
+        if actor is None:
+            return
+        if ok:
+            if actor.state != "DEAD":
+                actor.state = "ALIVE"
+                self._pump_actor(actor)
+            if actor.num_restarts == 0:
+                pass
+            return
+        err = serialization.loads_pack(results[0][1][1])
+        self._actor_died(actor, exceptions.ActorDiedError(
+            error_msg="The actor died because of an error raised in its creation task, "
+                      f"{err}"), kill=True)
+
+    def submit_actor_call(self, handle, info, args, kwargs, num_returns):
+        args_desc, direct = submission.pack_args(args, kwargs, self.shm_dir, self.session)
+        return_ids = [ids.new_id() for _ in range(num_returns)]
+        refs = [ObjectRef(oid) for oid in return_ids]
+        with self._lock:
+            self._submit_call_locked(None, handle._actor_id, info.name, args_desc, direct, return_ids, num_returns)
+        return submission._returns(refs, num_returns)
+
+    def _submit_call_locked(self, caller, actor_id, method, args_desc, direct, return_ids, num_returns):
+        if self._released_backlog or refcount.released:
+            self._process_releases()
+        owner = caller.index if caller is not None else None
+        for oid in return_ids:
+            self._new_entry(oid, owner)
+        actor = self.actors.get(actor_id)
+        spec = TaskSpec()
+        spec.task_id = ids.task_id()
+        spec.args_desc = args_desc
+        spec.direct = direct
+        spec.return_ids = return_ids
+        spec.num_returns = num_returns
+        spec.actor_id = actor_id
+        spec.method = method
+        spec.caller = caller
+        spec.retries_left = actor.max_task_retries if actor is not None else 0
+        spec.retry_exceptions = False
+        self._hold_args(spec)
+        if actor is None:
+            self._complete_with_error(spec, exceptions.ActorDiedError(
+                error_msg="The actor is unknown to this session (was it created by another driver?)."))
+            return
+        if actor.state == "DEAD":
+            self._complete_with_error(spec, actor.death_error)
+            return
+        key = caller.index if caller is not None else -1
+        q = actor.queues.get(key)
+        if q is None:
+            q = actor.queues[key] = collections.deque()
+        q.append(spec)
+        if len(q) == 1:
+            self._when_args_ready(spec, lambda s, actor=actor: self._pump_actor(actor))
+
+    def _pump_actor(self, actor):
+        """Send every call whose turn has come: the head of each caller's FIFO, once its args are ready."""
+        if actor.state != "ALIVE":
+            return
+        w = actor.worker
+        for key, q in list(actor.queues.items()):
+            while q:
+                spec = q[0]
+                if spec.unresolved:
+                    break
+                if any(self.objects[oid].state != READY for oid in spec.direct):
+                    spec.unresolved = 0
+                    self._when_args_ready(spec, lambda s, actor=actor: self._pump_actor(actor))
+                    break
+                q.popleft()
+                failed = self._failed_dependency(spec)
+                if failed is not None:
+                    self._complete_with_desc(spec, failed.desc)
+                    continue
+                actor.in_flight[spec.task_id] = spec
+                spec.worker = w
+                arg_descs = [self._ship(w, oid, self.objects[oid]) for oid in spec.direct]
+                self._send(w, (protocol.CALL, spec.task_id, spec.method, spec.args_desc, arg_descs,
+                               spec.return_ids, spec.num_returns))
+            if q and not q[0].unresolved and False:
+                pass
+        for key in [k for k, q in actor.queues.items() if not q]:
+            del actor.queues[key]
+
+    def _actor_died(self, actor, error, kill=False):
+        if actor.state == "DEAD":
+            return
+        actor.state = "DEAD"
+        actor.death_error = error
+        w = actor.worker
+        if w is not None:
+            self._release_actor_resources(actor)
+            if kill and not w.dead and w.pid:
+                self._zygote_command(("kill", w.pid))
+        for spec in list(actor.in_flight.values()):
+            self._complete_with_error(spec, error)
+        actor.in_flight.clear()
+        for q in actor.queues.values():
+            for spec in q:
+                self._complete_with_error(spec, error)
+        actor.queues.clear()
+        if actor.create_spec is not None:
+            self._task_finished(actor.create_spec)
+            actor.create_spec = None
+
+    def _release_actor_resources(self, actor):
+        spec = actor.create_spec
+        if actor.resources and actor.worker is not None and not getattr(actor, "_released", False):
+            actor._released = True
+            if spec is not None and spec.pg:
+                self._pg_release(spec)
+            else:
+                self._release(actor.resources)
+            self._give_gpus(actor.gpu_ids, actor.resources.get("GPU", 0))
+            self._retry_pending_actor_starts()
+            self._schedule()
+
+    def _on_worker_died(self, w, reason):
+        w.dead = True
+        if w.from_ring in self._rings:
+            self._rings.remove(w.from_ring)
+            self.poller.set_rings(self._rings)
+        for req in [k for k in self.get_waiters if k[0] == w.index]:
+            self.get_waiters.pop(req, None)
+        self._drop_borrows(w)
+        if w.kind == "task":
+            spec = w.task
+            w.task = None
+            if spec is not None:
+                if spec.pg:
+                    self._pg_release(spec)
+                else:
+                    self._release(spec.resources)
+                self._give_gpus(spec.gpu_ids, spec.resources.get("GPU", 0))
+                if spec.cancelled:
+                    self._complete_with_error(spec, exceptions.TaskCancelledError(spec.task_id.hex()))
+                elif spec.retries_left > 0:
+                    spec.retries_left -= 1
+                    spec.worker = None
+                    self.task_queue.append(spec)
+                else:
+                    self._complete_with_error(spec, exceptions.WorkerCrashedError(
+                        f"The worker died unexpectedly while executing this task ({spec.name}). {reason}"))
+            self._mark_owned_lost(w)
+            self._schedule()
+        else:
+            actor = w.actor
+            self._mark_owned_lost(w)
+            if actor is None or actor.state == "DEAD":
+                self._cleanup_worker_files(w)
+                return
+            exiting = getattr(w, "exiting", False)
+            if not exiting and not actor.no_restart and (actor.restarts_left != 0):
+                self._restart_actor(actor, w, reason)
+            else:
+                msg = (f"The actor {actor.class_name} (id={actor.actor_id.hex()}) died. {reason}" if not exiting else
+                       f"The actor {actor.class_name} exited (exit_actor / __ray_terminate__).")
+                if actor.no_restart and getattr(actor, "killed", False):
+                    msg = f"The actor {actor.class_name} was killed by ray.kill(). {reason}"
+                self._actor_died(actor, exceptions.ActorDiedError(error_msg=msg))
+        self._cleanup_worker_files(w)
+
+    def _cleanup_worker_files(self, w):
+        for p in w.paths:
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+
+    def _restart_actor(self, actor, w, reason):
+        if actor.restarts_left > 0:
+            actor.restarts_left -= 1
+        actor.num_restarts += 1
+        actor.state = "RESTARTING"
+        err = exceptions.ActorDiedError(error_msg=f"The actor {actor.class_name} died while running this call "
+                                                  f"and is being restarted. {reason}")
+        for spec in list(actor.in_flight.values()):
+            if spec.retries_left != 0:
+                if spec.retries_left > 0:
+                    spec.retries_left -= 1
+                key = spec.caller.index if spec.caller is not None else -1
+                actor.queues.setdefault(key, collections.deque()).appendleft(spec)
+            else:
+                self._complete_with_error(spec, err)
+        actor.in_flight.clear()
+        self._release_actor_resources(actor)
+        actor._released = False
+        actor.worker = None
+        self._start_actor(actor.create_spec)
+
+    def _drop_borrows(self, w):
+        for oid, e in list(self.objects.items()):
+            if e.borrowers and w.index in e.borrowers:
+                del e.borrowers[w.index]
+                self._maybe_free(oid, e)
+
+    def _mark_owned_lost(self, w):
+        for oid, e in list(self.objects.items()):
+            if e.owner == w.index and e.state == READY and not e.is_error:
+                self._discard_payload(e)
+                ser = serialization.serialize(exceptions.OwnerDiedError(oid.hex()), is_error=True)
+                e.desc = (INLINE, ser.pack(), [], True)
+                e.is_error = True
+
+    def _discard_payload(self, e):
+        if e.desc and e.desc[0] == SEGMENT:
+            self.store_used -= e.size
+            self._discard_desc(e.desc)
+
+    # ================================================================== kill / cancel / named actors
+    def kill_actor(self, actor_id, no_restart=True):
+        with self._lock:
+            self._kill_locked(actor_id, no_restart)
+
+    def _kill_locked(self, actor_id, no_restart):
+        actor = self.actors.get(actor_id)
+        if actor is None or actor.state == "DEAD":
+            return
+        if no_restart:
+            actor.no_restart = True
+            actor.killed = True
+        w = actor.worker
+        if w is not None and not w.dead and w.pid:
+            self._zygote_command(("kill", w.pid))
+        elif w is None or not w.pid:
+            # Not started yet (or being started): mark dead now, kill whatever starts.
+            self._actor_died(actor, exceptions.ActorDiedError(
+                error_msg=f"The actor {actor.class_name} was killed by ray.kill()."), kill=True)
+
+    def cancel(self, object_id, force=False, recursive=True):
+        with self._lock:
+            self._cancel_locked(object_id, force)
+
+    def _cancel_locked(self, object_id, force):
+        for spec in list(self.task_queue):
+            if object_id in spec.return_ids:
+                spec.cancelled = True
+                self.task_queue.remove(spec)
+                self._complete_with_error(spec, exceptions.TaskCancelledError(spec.task_id.hex()))
+                return
+        for w in self.workers.values():
+            spec = w.task
+            if spec is not None and object_id in spec.return_ids and not w.dead:
+                spec.cancelled = True
+                if force:
+                    self._zygote_command(("kill", w.pid))
+                else:
+                    try:
+                        os.kill(w.pid, signal.SIGINT)
+                    except (ProcessLookupError, TypeError):
+                        pass
+                return
+        for actor in self.actors.values():
+            for q in actor.queues.values():
+                for spec in list(q):
+                    if object_id in spec.return_ids:
+                        q.remove(spec)
+                        self._complete_with_error(spec, exceptions.TaskCancelledError(spec.task_id.hex()))
+                        return
+        e = self.objects.get(object_id)
+        if e is not None and e.state == PENDING and e.dependents is None:
+            # A task still waiting for its arguments.
+            pass
+        self._cancel_waiting(object_id)
+
+    def _cancel_waiting(self, object_id):
+        # Tasks blocked on dependencies are reachable only through their inputs' dependents; mark via a scan.
+        for e in self.objects.values():
+            for cb in (e.dependents or ()):
+                spec = getattr(cb, "__defaults__", None)
+                if spec and isinstance(spec[-1], TaskSpec) and object_id in spec[-1].return_ids:
+                    spec[-1].cancelled = True
+                    self._complete_with_error(spec[-1], exceptions.TaskCancelledError(spec[-1].task_id.hex()))
+                    return
+
+    def get_actor_info(self, name, namespace=None):
+        with self._lock:
+            actor_id = self.named_actors.get((namespace or self.namespace, name))
+            if actor_id is None or self.actors[actor_id].state == "DEAD":
+                return None
+            a = self.actors[actor_id]
+            return (a.actor_id, a.class_name, a.methods)
+
+    def list_named_actors(self, all_namespaces=False):
+        with self._lock:
+            out = []
+            for (ns, name), aid in self.named_actors.items():
+                if self.actors[aid].state == "DEAD":
+                    continue
+                if all_namespaces:
+                    out.append({"name": name, "namespace": ns})
+                elif ns == self.namespace:
+                    out.append(name)
+            return out
+
+    def resources(self, which):
+        with self._lock:
+            if which == "total":
+                return dict(self.total)
+            return {k: v for k, v in self.available.items() if v > 0}
+
+    # ================================================================== requests from workers
+    def _on_request(self, w, req_id, verb, payload):
+        if verb == protocol.V_SUBMIT_TASK:
+            code_id, code, name, args_desc, direct, return_ids, num_returns, options = payload
+            self.code.setdefault(code_id, code)
+            self._adopt_refs(w, return_ids)
+            self._submit_task_locked(w, code_id, name, args_desc, direct, return_ids, num_returns, options)
+        elif verb == protocol.V_SUBMIT_CALL:
+            actor_id, method, args_desc, direct, return_ids, num_returns = payload
+            self._adopt_refs(w, return_ids)
+            self._submit_call_locked(w, actor_id, method, args_desc, direct, return_ids, num_returns)
+        elif verb == protocol.V_GET:
+            object_ids, timeout = payload
+            self._worker_get(w, req_id, object_ids)
+        elif verb == protocol.V_WAIT:
+            object_ids, num_returns, timeout = payload
+            self._worker_wait(w, req_id, object_ids, num_returns, timeout)
+        elif verb == protocol.V_PUT:
+            oid, desc = payload
+            self._new_entry(oid, w.index)
+            self._adopt_refs(w, [oid])
+            self._set_ready(oid, desc)
+        elif verb == protocol.V_CREATE_ACTOR:
+            (actor_id, code_id, code, class_name, methods, is_async, args_desc, direct, options) = payload
+            self.code.setdefault(code_id, code)
+            namespace = options.get("namespace") or self.namespace
+            err = self._create_actor_locked(actor_id, code_id, class_name, methods, is_async, args_desc, direct,
+                                            options, namespace)
+            self._reply(w, req_id, err)
+        elif verb == protocol.V_KILL:
+            self._kill_locked(payload[0], payload[1])
+            self._reply(w, req_id, None)
+        elif verb == protocol.V_CANCEL:
+            self._cancel_locked(payload[0], payload[1])
+            self._reply(w, req_id, None)
+        elif verb == protocol.V_GET_ACTOR:
+            name, namespace = payload
+            actor_id = self.named_actors.get((namespace or self.namespace, name))
+            if actor_id is None or self.actors[actor_id].state == "DEAD":
+                self._reply(w, req_id, None)
+            else:
+                a = self.actors[actor_id]
+                self._reply(w, req_id, (a.actor_id, a.class_name, a.methods))
+        elif verb == protocol.V_RESOURCES:
+            self._reply(w, req_id, dict(self.total) if payload == "total" else
+                        {k: v for k, v in self.available.items() if v > 0})
+        elif verb == protocol.V_NAMED_LIST:
+            all_ns, ns = payload
+            out = []
+            for (n_s, name), aid in self.named_actors.items():
+                if self.actors[aid].state != "DEAD" and (all_ns or n_s == ns):
+                    out.append({"name": name, "namespace": n_s} if all_ns else name)
+            self._reply(w, req_id, out)
+        elif verb == protocol.V_CANCEL_GET:
+            state = self.get_waiters.pop((w.index, payload), None)
+            if state is not None and state.get("blocked"):
+                self._unblock(w)
+        elif verb == protocol.V_PG:
+            self._reply(w, req_id, self._placement_request(*payload))
+
+    def _adopt_refs(self, w, oids):
+        for oid in oids:
+            e = self.objects.get(oid)
+            if e is None:
+                e = self._new_entry(oid, w.index)
+            if e.borrowers is None:
+                e.borrowers = {}
+            e.borrowers[w.index] = e.borrowers.get(w.index, 0) + 1
+
+    def _reply(self, w, req_id, payload):
+        self._send(w, (protocol.REPLY, req_id, payload))
+
+    def _worker_get(self, w, req_id, object_ids):
+        missing = set()
+        for oid in object_ids:
+            e = self.objects.get(oid)
+            if e is None:
+                self._lost_entry(oid)
+            elif e.state != READY:
+                missing.add(oid)
+        if not missing:
+            self._reply(w, req_id, [self._ship(w, oid, self.objects[oid]) for oid in object_ids])
+            return
+        state = {"missing": missing, "blocked": False}
+        key = (w.index, req_id)
+        self.get_waiters[key] = state
+        if w.kind == "task" and w.task is not None:
+            # A task blocked in get gives its CPU back so nested work can run (as Ray does).
+            state["blocked"] = True
+            w.blocked += 1
+            if w.task is not None and not w.task.pg:
+                self._release({k: v for k, v in w.task.resources.items() if k == "CPU"})
+            self._schedule()
+            self._grow_pool(len(self.task_queue))
+
+        def on_ready(oid, e, key=key, w=w, object_ids=object_ids):
+            st = self.get_waiters.get(key)
+            if st is None:
+                return
+            st["missing"].discard(oid)
+            if not st["missing"]:
+                del self.get_waiters[key]
+                if st["blocked"]:
+                    self._unblock(w)
+                self._reply(w, key[1], [self._ship(w, o, self.objects[o]) for o in object_ids])
+
+        for oid in missing:
+            e = self.objects[oid]
+            if e.dependents is None:
+                e.dependents = []
+            e.dependents.append(on_ready)
+
+    def _unblock(self, w):
+        w.blocked -= 1
+        if w.task is not None and not w.task.pg:
+            self._acquire({k: v for k, v in w.task.resources.items() if k == "CPU"})
+
+    def _worker_wait(self, w, req_id, object_ids, num_returns, timeout):
+        def flags():
+            return [(e := self.objects.get(o)) is not None and e.state == READY for o in object_ids]
+
+        current = flags()
+        if sum(current) >= num_returns or timeout == 0:
+            self._reply(w, req_id, current)
+            return
+        key = (w.index, ("wait", req_id))
+        state = {"done": False}
+        self.get_waiters[key] = state
+
+        def finish():
+            if state["done"]:
+                return
+            state["done"] = True
+            self.get_waiters.pop(key, None)
+            self._reply(w, req_id, flags())
+
+        def on_ready(oid, e):
+            if not state["done"] and sum(flags()) >= num_returns:
+                finish()
+
+        for oid in object_ids:
+            e = self.objects.get(oid)
+            if e is not None and e.state != READY:
+                if e.dependents is None:
+                    e.dependents = []
+                e.dependents.append(on_ready)
+        if timeout is not None:
+            timer = threading.Timer(timeout, lambda: self._locked(finish))
+            timer.daemon = True
+            timer.start()
+
+    def _locked(self, fn):
+        with self._lock:
+            if self._running:
+                fn()
+                self._flush_outboxes()
+
+    # ================================================================== placement groups (accounting only)
+    def _pg_of(self, options):
+        strategy = options.get("scheduling_strategy")
+        pg = options.get("placement_group")
+        index = options.get("placement_group_bundle_index", -1)
+        if strategy is not None and hasattr(strategy, "placement_group"):
+            pg = strategy.placement_group
+            index = getattr(strategy, "placement_group_bundle_index", -1)
+        if pg is None or pg == "default":
+            return None
+        return (pg.id.binary() if hasattr(pg.id, "binary") else pg.id, -1 if index is None else index)
+
+    def _ledger(self):
+        if self._placement is None:
+            from ..util import _pg_accounting
+            self._placement = _pg_accounting.ResourceLedger(self)
+        return self._placement
+
+    def _pg_fits(self, spec):
+        return self._ledger().can_acquire(spec.pg[0], spec.pg[1], spec.resources if not spec.is_create else
+                                           self.actors[spec.actor_id].resources)
+
+    def _pg_acquire(self, spec):
+        res = spec.resources if not spec.is_create else self.actors[spec.actor_id].resources
+        spec.pg = (spec.pg[0], self._ledger().acquire(spec.pg[0], spec.pg[1], res))
+
+    def _pg_release(self, spec):
+        res = spec.resources if not spec.is_create else self.actors[spec.actor_id].resources
+        self._ledger().release(spec.pg[0], spec.pg[1], res)
+
+    def _placement_request(self, verb, payload):
+        result = self._ledger().handle(verb, payload)
+        self._retry_pending_actor_starts()
+        self._schedule()
+        return result
+
+    def placement_group_call(self, verb, payload):
+        with self._lock:
+            return self._placement_request(verb, payload)
+
+    # ================================================================== handles, refs
+    def on_ref_unpickled(self, object_id):
+        pass
+
+    def on_handle_created(self, actor_id):
+        pass
+
+    def on_handle_dropped(self, actor_id):
+        pass
+
+    def on_handle_pickled(self, actor_id):
+        pass
+
+    def get_gpu_ids(self):
+        return []
+
+    # ================================================================== shutdown
+    def shutdown(self):
+        if not self._running:
+            return
+        with self._lock:
+            self._shutting_down = True
+            for w in self.workers.values():
+                if not w.dead:
+                    self._send(w, (protocol.EXIT,))
+            self._flush_outboxes()
+        self._running = False
+        self.bell.ring()
+        self._service.join(timeout=2)
+        self._zygote_command(("shutdown",))
+        try:
+            self.zygote.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.zygote.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.zygote.kill()
+            self.zygote.wait()
+        # The zygote removed the session's files; remove anything it could not (e.g. if it died first).
+        import glob
+        for path in glob.glob(f"{self._prefix}-*"):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        if self.shm_dir != "/dev/shm":
+            shutil.rmtree(self.shm_dir, ignore_errors=True)
+        self.objects.clear()
+        self._segments.clear()
+        refcount.reset()
+
+
+def _detect_gpus():
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([x for x in visible.split(",") if x.strip()])
+    try:
+        return len([d for d in os.listdir("/proc/driver/nvidia/gpus")])
+    except OSError:
+        return 0
+
+
+def _total_memory():
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 * 1024 ** 3
+
+
+def _default_store_memory():
+    mem = _total_memory() * 0.3
+    try:
+        st = os.statvfs("/dev/shm")
+        mem = min(mem, st.f_bavail * st.f_frsize * 0.95)
+    except OSError:
+        pass
+    return int(max(mem, 78 * 1024 * 1024))

@@ -1,0 +1,226 @@
+"""One serialization per value: pickle-5 with out-of-band buffers, inline or in a shared segment.
+
+A value is pickled once (cloudpickle, protocol 5).  Its large buffers (numpy
+arrays, bytes-like objects) are taken out of band.  The result is *packed*::
+
+    [header: magic, n_buffers, inband_len][(offset, length) per buffer][inband pickle][buffers, 64-aligned]
+
+Small packs travel inline inside channel messages; large ones are written once
+into a shared segment file (``/dev/shm/rr-<session>-<object>``) that every
+reader maps read-only.  Readers unpickle against memoryviews of the pack, so
+numpy arrays come back as zero-copy, read-only views, as in Ray.
+
+While pickling, every ObjectRef met is recorded (``contained``) so the object
+table can keep nested refs alive as long as the outer value lives.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import pickle
+import struct
+import threading
+
+import cloudpickle
+
+from .. import exceptions
+
+MAGIC = 0x52524F31  # "RRO1"
+_HEADER = struct.Struct("<IIQ")
+_BUFENTRY = struct.Struct("<QQ")
+ALIGN = 64
+
+INLINE_LIMIT = 100 * 1024  # packs up to this size travel inside messages
+
+# Descriptor kinds: how a stored value is reached.
+INLINE = 0
+SEGMENT = 1
+
+_context = threading.local()
+
+
+class SerializationError(TypeError):
+    """A value could not be pickled; names what failed."""
+
+
+def note_contained_ref(ref_id: bytes) -> None:
+    """Called by ObjectRef.__reduce__: remember refs nested in the value being pickled."""
+    stack = getattr(_context, "stack", None)
+    if stack:
+        stack[-1].append(ref_id)
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) & ~(ALIGN - 1)
+
+
+class Serialized:
+    """A pickled value before it is placed: in-band bytes plus out-of-band buffers."""
+
+    __slots__ = ("inband", "buffers", "contained", "size", "is_error")
+
+    def __init__(self, inband, buffers, contained, is_error=False):
+        self.inband = inband
+        self.buffers = buffers
+        self.contained = contained
+        self.is_error = is_error
+        size = _HEADER.size + _BUFENTRY.size * len(buffers)
+        size = _align(size) + len(inband)
+        for b in buffers:
+            size = _align(size) + b.nbytes
+        self.size = size
+
+    def _layout(self):
+        offsets = []
+        pos = _align(_HEADER.size + _BUFENTRY.size * len(self.buffers))
+        inband_at = pos
+        pos += len(self.inband)
+        for b in self.buffers:
+            pos = _align(pos)
+            offsets.append((pos, b.nbytes))
+            pos += b.nbytes
+        header = _HEADER.pack(MAGIC, len(self.buffers), len(self.inband)) + b"".join(
+            _BUFENTRY.pack(o, n) for o, n in offsets)
+        return header, inband_at, offsets
+
+    def pack(self) -> bytes:
+        """The whole pack as one bytes object (for inline transport)."""
+        header, inband_at, offsets = self._layout()
+        out = bytearray(self.size)
+        out[:len(header)] = header
+        out[inband_at:inband_at + len(self.inband)] = self.inband
+        for (o, n), b in zip(offsets, self.buffers):
+            out[o:o + n] = b.cast("B") if b.ndim != 1 or b.format != "B" else b
+        return bytes(out)
+
+    def write_segment(self, path: str) -> None:
+        """Write the pack into a new segment file (mode 0600), in one pass."""
+        header, inband_at, offsets = self._layout()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            parts = [header, b"\0" * (inband_at - len(header)), self.inband]
+            pos = inband_at + len(self.inband)
+            for (o, n), b in zip(offsets, self.buffers):
+                if o > pos:
+                    parts.append(b"\0" * (o - pos))
+                parts.append(b.cast("B") if b.ndim != 1 or b.format != "B" else b)
+                pos = o + n
+            _write_all(fd, parts)
+        finally:
+            os.close(fd)
+
+
+def _write_all(fd, parts):
+    # writev in bounded batches; loop on short writes.
+    pending = [memoryview(p) for p in parts if len(p)]
+    while pending:
+        batch = pending[:512]
+        written = os.writev(fd, batch)
+        while written and pending:
+            head = pending[0]
+            if written >= len(head):
+                written -= len(head)
+                pending.pop(0)
+            else:
+                pending[0] = head[written:]
+                written = 0
+
+
+def serialize(value, *, is_error=False) -> Serialized:
+    """Pickle ``value`` once; big buffers stay out of band (zero copies so far)."""
+    buffers = []
+    stack = getattr(_context, "stack", None)
+    if stack is None:
+        stack = _context.stack = []
+    stack.append([])
+    try:
+        inband = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+    except Exception as exc:
+        raise SerializationError(_describe_unpicklable(value, exc)) from exc
+    finally:
+        contained = stack.pop()
+    raws = []
+    for pb in buffers:
+        try:
+            raws.append(pb.raw())
+        except BufferError:
+            # Non-contiguous buffer: fall back to an in-band copy of this one.
+            raws.append(memoryview(bytes(pb)))
+    return Serialized(inband, raws, contained, is_error)
+
+
+def _describe_unpicklable(value, exc) -> str:
+    culprit = _find_unpicklable(value, depth=0)
+    where = f" (the unpicklable part is {culprit})" if culprit else ""
+    return f"Could not serialize {type(value).__name__} value{where}: {type(exc).__name__}: {exc}"
+
+
+def _find_unpicklable(value, depth):
+    if depth > 3:
+        return None
+    items = []
+    if isinstance(value, dict):
+        items = [(f"[{k!r}]", v) for k, v in value.items()]
+    elif isinstance(value, (list, tuple, set)):
+        items = [(f"[{i}]", v) for i, v in enumerate(value)]
+    elif hasattr(value, "__dict__"):
+        items = [(f".{k}", v) for k, v in vars(value).items()]
+    for label, item in items:
+        try:
+            cloudpickle.dumps(item)
+        except Exception:
+            deeper = _find_unpicklable(item, depth + 1)
+            return deeper and (label + deeper.split(" ", 1)[0] + " " + deeper.split(" ", 1)[1]) or \
+                f"{label} of type {type(item).__name__}"
+    return None
+
+
+def loads_pack(buf: memoryview):
+    """Unpickle a pack held in ``buf`` (bytes, or a read-only mmap view) without copying buffers."""
+    magic, nbuf, inband_len = _HEADER.unpack_from(buf, 0)
+    if magic != MAGIC:
+        raise exceptions.RaySystemError("corrupt object pack (bad magic)")
+    entries = [_BUFENTRY.unpack_from(buf, _HEADER.size + i * _BUFENTRY.size) for i in range(nbuf)]
+    inband_at = _align(_HEADER.size + _BUFENTRY.size * nbuf)
+    view = memoryview(buf)
+    if not view.readonly:
+        view = view.toreadonly()
+    buffers = [view[o:o + n] for o, n in entries]
+    return pickle.loads(view[inband_at:inband_at + inband_len], buffers=buffers)
+
+
+class SegmentCache:
+    """Read-only mappings of segments this process reads, kept while it may read them again."""
+
+    def __init__(self):
+        self._maps = {}
+
+    def view(self, path: str) -> memoryview:
+        mv = self._maps.get(path)
+        if mv is None:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                size = os.fstat(fd).st_size
+                mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+            finally:
+                os.close(fd)
+            mv = memoryview(mm)
+            self._maps[path] = mv
+        return mv
+
+    def forget(self, path: str) -> None:
+        # The mapping itself lives on while user arrays still view it.
+        self._maps.pop(path, None)
+
+    def clear(self):
+        self._maps.clear()
+
+
+def dumps_code(obj) -> bytes:
+    """Functions and classes are shipped once per worker, pickled by value where needed."""
+    try:
+        return cloudpickle.dumps(obj, protocol=5)
+    except Exception as exc:
+        raise SerializationError(f"Could not serialize {getattr(obj, '__qualname__', obj)!r}: "
+                                 f"{type(exc).__name__}: {exc}") from exc

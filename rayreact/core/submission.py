@@ -1,0 +1,134 @@
+"""The caller's half of a submission: argument packing and the request a worker sends for nested calls.
+
+The same packing serves the driver and workers: top-level ObjectRef arguments
+become ``_ArgRef`` placeholders (resolved before the call, as Ray does); refs
+nested in containers stay refs.  The packed arguments are one serialized value.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .. import exceptions
+from ..object_ref import ObjectRef
+from . import ids, protocol, serialization
+from .serialization import INLINE, SEGMENT
+from .worker import _ArgRef
+
+
+def pack_args(args, kwargs, shm_dir, session):
+    """Return (descriptor of the packed (args, kwargs), direct ref ids)."""
+    direct = []
+    if args:
+        packed_args = []
+        for a in args:
+            if type(a) is ObjectRef:
+                direct.append(a._id)
+                a = _ArgRef(len(direct) - 1)
+            packed_args.append(a)
+        args = tuple(packed_args)
+    if kwargs:
+        packed_kwargs = {}
+        for k, v in kwargs.items():
+            if type(v) is ObjectRef:
+                direct.append(v._id)
+                v = _ArgRef(len(direct) - 1)
+            packed_kwargs[k] = v
+        kwargs = packed_kwargs
+    try:
+        ser = serialization.serialize((args, kwargs))
+    except serialization.SerializationError as exc:
+        raise TypeError(f"Could not serialize the arguments: {exc}") from exc.__cause__
+    if ser.size <= serialization.INLINE_LIMIT:
+        return (INLINE, ser.pack(), ser.contained, False), direct
+    path = os.path.join(shm_dir, f"rr-{session}-args-{ids.new_id().hex()}")
+    ser.write_segment(path)
+    return (SEGMENT, path, ser.contained, False), direct
+
+
+def task_resources(options, default_cpus):
+    res = {}
+    cpus = options.get("num_cpus")
+    res["CPU"] = default_cpus if cpus is None else cpus
+    gpus = options.get("num_gpus")
+    if gpus:
+        res["GPU"] = gpus
+    if options.get("memory"):
+        res["memory"] = options["memory"]
+    for k, v in (options.get("resources") or {}).items():
+        res[k] = v
+    return {k: v for k, v in res.items() if v}
+
+
+def _num_returns(options, default=1):
+    n = options.get("num_returns", default)
+    if n is None:
+        n = default
+    if n in ("dynamic", "streaming"):
+        raise NotImplementedError("generator tasks (num_returns='dynamic'/'streaming') are not supported yet")
+    return n
+
+
+def code_id_of(obj) -> bytes:
+    if obj._code_id is None:
+        obj._code_id = ids.new_id(16)
+    return obj._code_id
+
+
+def submit_task_from_worker(worker, remote_function, args, kwargs, options):
+    num_returns = _num_returns(options)
+    args_desc, direct = pack_args(args, kwargs, worker.shm_dir, worker.session)
+    code_id = code_id_of(remote_function)
+    code = serialization.dumps_code(remote_function._function)
+    return_ids = [ids.new_id() for _ in range(num_returns)]
+    worker._post(protocol.V_SUBMIT_TASK, (code_id, code, remote_function._function_name, args_desc, direct,
+                                          return_ids, num_returns, dict(options)))
+    refs = [ObjectRef(oid) for oid in return_ids]
+    for oid in return_ids:
+        worker._received[oid] += 1
+    return _returns(refs, num_returns)
+
+
+def create_actor_from_worker(worker, actor_class, args, kwargs, options):
+    from ..actor import ActorHandle
+    name = options.get("name")
+    if name and options.get("get_if_exists"):
+        found = worker.get_actor_info(name, options.get("namespace"))
+        if found is not None:
+            return ActorHandle(*found)
+    args_desc, direct = pack_args(args, kwargs, worker.shm_dir, worker.session)
+    code_id = code_id_of(actor_class)
+    code = serialization.dumps_code(actor_class._cls)
+    actor_id = ids.actor_id()
+    error = worker._request(protocol.V_CREATE_ACTOR, (actor_id, code_id, code, actor_class._cls.__name__,
+                                                      actor_class._methods, actor_class._is_async, args_desc,
+                                                      direct, dict(options)))
+    if error is not None:
+        raise error
+    return ActorHandle(actor_id, actor_class._cls.__name__, actor_class._methods, original=True)
+
+
+def submit_call_from_worker(worker, handle, info, args, kwargs, num_returns):
+    args_desc, direct = pack_args(args, kwargs, worker.shm_dir, worker.session)
+    return_ids = [ids.new_id() for _ in range(num_returns)]
+    worker._post(protocol.V_SUBMIT_CALL, (handle._actor_id, info.name, args_desc, direct, return_ids,
+                                          num_returns))
+    refs = [ObjectRef(oid) for oid in return_ids]
+    for oid in return_ids:
+        worker._received[oid] += 1
+    return _returns(refs, num_returns)
+
+
+def _returns(refs, num_returns):
+    if num_returns == 1:
+        return refs[0]
+    if num_returns == 0:
+        return None
+    return refs
+
+
+def raisable(err):
+    """What ``get`` raises for a stored error value."""
+    if isinstance(err, exceptions.RayTaskError) and not isinstance(err.cause, exceptions.RayError):
+        return err.as_instanceof_cause()
+    return err

@@ -1,0 +1,592 @@
+"""The worker process: executes tasks or hosts one actor; serves nested API calls through the driver.
+
+::
+
+    driver ──ring D→W──▶ reader loop ──▶ run task / actor method   (sync: inline, in order)
+                              │      └──▶ thread pool                (max_concurrency > 1)
+                              │      └──▶ asyncio loop thread        (async actors)
+                              └── REPLY ──▶ waiting nested get/wait
+    driver ◀──ring W→D── DONE / REQUEST / RELEASE   (one writer lock: executor threads share it)
+
+The reader loop is the only consumer of the inbound ring.  A sync task that
+calls ``get`` pumps the ring itself (calls that arrive meanwhile are queued
+and run afterwards, preserving order); other threads wait on an event the
+reader sets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import os
+import sys
+import threading
+import time
+import traceback
+
+from .. import exceptions
+from . import channel, context, ids, protocol, refcount, serialization
+from .serialization import INLINE, SEGMENT
+
+
+class _ArgRef:
+    """Placeholder for an ObjectRef passed directly as an argument; the value replaces it at run time."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+    def __reduce__(self):
+        return (_ArgRef, (self.index,))
+
+
+class _LinePrefixer:
+    """Worker stdout/stderr: prefix each line like Ray, ``(Name pid=123) ...``, write straight to the fd."""
+
+    def __init__(self, fd, worker):
+        self._fd = fd
+        self._worker = worker
+        self._partial = ""
+        self._lock = threading.Lock()
+
+    def write(self, text):
+        if not text:
+            return 0
+        with self._lock:
+            data = self._partial + text
+            lines = data.split("\n")
+            self._partial = lines.pop()
+            if lines:
+                prefix = f"({self._worker.display_name} pid={os.getpid()}) "
+                out = "".join(prefix + line + "\n" for line in lines)
+                try:
+                    os.write(self._fd, out.encode("utf-8", "replace"))
+                except OSError:
+                    pass
+        return len(text)
+
+    def flush(self):
+        with self._lock:
+            if self._partial:
+                prefix = f"({self._worker.display_name} pid={os.getpid()}) "
+                try:
+                    os.write(self._fd, (prefix + self._partial + "\n").encode("utf-8", "replace"))
+                except OSError:
+                    pass
+                self._partial = ""
+
+    def isatty(self):
+        return False
+
+    def fileno(self):
+        return self._fd
+
+    @property
+    def encoding(self):
+        return "utf-8"
+
+
+def run_forked(spec):
+    """Entry point in a freshly forked worker."""
+    ids.reseed()
+    refcount.reset()
+    os.environ.update(spec.get("env", {}))
+    for key in spec.get("unset_env", ()):
+        os.environ.pop(key, None)
+    worker = Worker(spec)
+    if spec.get("log_to_driver", True):
+        sys.stdout = _LinePrefixer(1, worker)
+        sys.stderr = _LinePrefixer(2, worker)
+    else:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+    try:
+        worker.serve()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:
+            pass
+
+
+class Worker:
+    """This process's runtime: ``context.current`` inside a worker."""
+
+    is_driver = False
+    local_mode = False
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.index = spec["worker_index"]
+        self.kind = spec["kind"]
+        self.session = spec["session"]
+        self.shm_dir = spec["shm_dir"]
+        self.namespace = spec.get("namespace")
+        self.job_id = spec.get("job_id", b"\x01\x00\x00\x00")
+        self.node_id = spec.get("node_id", b"")
+        self.display_name = spec.get("display_name", "Worker")
+        self.is_actor = False
+        self.actor_id = None
+        self.actor_instance = None
+        self.actor_handle_info = None
+        self.current_task_id = None
+        self.current_task_name = None
+        self.assigned_resources = {}
+        self.gpu_ids = []
+        self.exit_requested = False
+        self._bell = channel.Doorbell(spec["worker_bell"])
+        self._bell.enter_active()
+        driver_bell = channel.Doorbell(spec["driver_bell"])
+        self._inbound = channel.Ring(spec["to_worker"])
+        self._inbound.writer_bell = driver_bell
+        self._outbound = channel.Ring(spec["from_worker"])
+        self._outbound.reader_bell = driver_bell
+        self._poller = channel.Poller(self._bell)
+        self._poller.set_rings([self._inbound])
+        self._send_lock = threading.Lock()
+        self._reader_thread = threading.current_thread()
+        self._code = {}
+        self._pending_replies = {}   # req_id -> [event or None, payload]
+        self._deferred = collections.deque()
+        self._req_counter = 0
+        self._segments = serialization.SegmentCache()
+        self._received = collections.Counter()   # refs the driver counted as shipped to us
+        self._pool = None
+        self._loop = None
+        self._running = True
+        self._max_concurrency = 1
+        context.current = self
+
+    # ---------------------------------------------------------------- transport
+    def send(self, msg):
+        data = protocol.dumps(msg)
+        with self._send_lock:
+            if len(data) > self._outbound.max_message:
+                raise exceptions.RaySystemError(f"message of {len(data)} bytes too large for the channel")
+            while not self._outbound.write(data, 1.0):
+                if self._outbound.is_closed():
+                    os._exit(1)
+
+    def _flush_releases(self):
+        released = refcount.drain_released()
+        if not released:
+            return
+        batch = []
+        for oid in released:
+            if refcount.counts.get(oid):
+                continue  # re-acquired meanwhile
+            n = self._received.pop(oid, 0)
+            batch.append((oid, n))
+        if batch:
+            self.send((protocol.RELEASE, batch))
+
+    def _next_message(self, block=True):
+        while True:
+            if self._deferred:
+                return self._deferred.popleft()
+            raw = self._inbound.read()
+            if raw is not None:
+                return protocol.loads(raw)
+            if not block:
+                return None
+            self._flush_releases()
+            self._poller.wait(1.0)
+            if os.getppid() == 1:
+                os._exit(1)
+
+    # ---------------------------------------------------------------- main loop
+    def serve(self):
+        self.send((protocol.READY, os.getpid()))
+        while self._running:
+            msg = self._next_message()
+            self._handle(msg)
+
+    def _handle(self, msg):
+        kind = msg[0]
+        if kind == protocol.CALL:
+            self._dispatch_call(msg)
+        elif kind == protocol.RUN_TASK:
+            self._run_task(msg)
+        elif kind == protocol.DEFINE:
+            self._code[msg[1]] = msg[2]
+        elif kind == protocol.REPLY:
+            self._deliver_reply(msg[1], msg[2])
+        elif kind == protocol.CREATE:
+            self._create_actor(msg)
+        elif kind == protocol.EXIT:
+            self._running = False
+            self._shutdown_executors()
+            self.send((protocol.EXITING, "exit"))
+        elif kind == protocol.CANCEL:
+            pass
+
+    def _load_code(self, code_id):
+        obj = self._code.get(code_id)
+        if isinstance(obj, (bytes, bytearray)):
+            import cloudpickle  # noqa: F401  (pickles by value need it importable)
+            import pickle
+            obj = pickle.loads(obj)
+            self._code[code_id] = obj
+        return obj
+
+    # ---------------------------------------------------------------- arguments and results
+    def _descriptor_value(self, desc):
+        kind, payload, contained, is_error = desc
+        if kind == INLINE:
+            value = serialization.loads_pack(payload)
+        else:
+            value = serialization.loads_pack(self._segments.view(payload))
+        for oid in contained:
+            self._received[oid] += 1
+        return value, is_error
+
+    def resolve_args(self, args_desc, arg_descs):
+        args, kwargs = self._descriptor_value(args_desc)[0]
+        if not arg_descs:
+            return args, kwargs
+        values = []
+        for desc in arg_descs:
+            value, is_error = self._descriptor_value(desc)
+            if is_error:
+                raise _DependencyFailed(value)
+            values.append(value)
+        args = tuple(values[a.index] if type(a) is _ArgRef else a for a in args)
+        if kwargs:
+            kwargs = {k: (values[v.index] if type(v) is _ArgRef else v) for k, v in kwargs.items()}
+        return args, kwargs
+
+    def store_value(self, object_id, value, is_error=False):
+        """Serialize one result; large ones go to a segment this worker creates (the driver adopts it)."""
+        ser = serialization.serialize(value, is_error=is_error)
+        if ser.size <= serialization.INLINE_LIMIT:
+            return (INLINE, ser.pack(), ser.contained, is_error)
+        path = os.path.join(self.shm_dir, f"rr-{self.session}-{object_id.hex()}")
+        ser.write_segment(path)
+        return (SEGMENT, path, ser.contained, is_error)
+
+    def _results(self, return_ids, value, num_returns, name):
+        if num_returns == 1:
+            return [(return_ids[0], self.store_value(return_ids[0], value))]
+        if num_returns == 0:
+            return []
+        if not isinstance(value, (tuple, list)) or len(value) != num_returns:
+            raise ValueError(f"Task returned {len(value) if hasattr(value, '__len__') else 'a non-sequence'} "
+                             f"objects, but num_returns={num_returns}.")
+        return [(oid, self.store_value(oid, v)) for oid, v in zip(return_ids, value)]
+
+    def _error_results(self, return_ids, err):
+        try:
+            desc = self.store_value(return_ids[0] if return_ids else b"", err, is_error=True)
+        except Exception:
+            err = exceptions.RayTaskError(err.function_name, err.traceback_str,
+                                          RuntimeError(repr(err.cause)), err.proctitle, err.pid, err.ip)
+            desc = self.store_value(return_ids[0] if return_ids else b"", err, is_error=True)
+        return [(oid, desc) for oid in return_ids]
+
+    def _task_error(self, name, exc, actor=False):
+        if isinstance(exc, _DependencyFailed):
+            return exc.error
+        tb = exc.__traceback__
+        # Drop our own frames: the user sees their code only.
+        while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+            tb = tb.tb_next
+        text = "".join(traceback.format_exception(type(exc), exc, tb))
+        return exceptions.RayTaskError(name, text, exc, proctitle=f"ray::{name}", pid=os.getpid(),
+                                       actor_repr=(repr(self.actor_instance) if actor else None),
+                                       actor_id=(self.actor_id.hex() if actor and self.actor_id else None))
+
+    # ---------------------------------------------------------------- tasks
+    def _run_task(self, msg):
+        (_, task_id, code_id, name, args_desc, arg_descs, return_ids, num_returns, env, resources) = msg
+        self.current_task_id = task_id
+        self.current_task_name = name
+        self.display_name = name.rsplit(".", 1)[-1]
+        self.assigned_resources = resources
+        saved_env = None
+        if env:
+            saved_env = {k: os.environ.get(k) for k in env}
+            os.environ.update(env)
+        try:
+            fn = self._load_code(code_id)
+            args, kwargs = self.resolve_args(args_desc, arg_descs)
+            value = fn(*args, **kwargs)
+            if asyncio.iscoroutine(value):
+                value = asyncio.run(value)
+            results = self._results(return_ids, value, num_returns, name)
+            ok = True
+        except KeyboardInterrupt:
+            results = self._error_results(return_ids, exceptions.TaskCancelledError(task_id.hex()))
+            ok = False
+        except BaseException as exc:  # noqa: BLE001 - every user error goes back to the caller
+            if isinstance(exc, SystemExit) and not isinstance(exc.code, str) and self.exit_requested:
+                raise
+            results = self._error_results(return_ids, self._task_error(name, exc))
+            ok = False
+        finally:
+            if saved_env is not None:
+                for k, v in saved_env.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+            self.current_task_id = None
+        del args_desc, arg_descs
+        self.send((protocol.DONE, task_id, results, ok))
+
+    # ---------------------------------------------------------------- actors
+    def _create_actor(self, msg):
+        (_, actor_id, code_id, class_name, args_desc, arg_descs, max_concurrency, is_async, resources,
+         handle_info) = msg
+        self.is_actor = True
+        self.actor_id = actor_id
+        self.display_name = class_name
+        self.assigned_resources = resources
+        self.actor_handle_info = handle_info
+        self._max_concurrency = max_concurrency
+        try:
+            cls = self._load_code(code_id)
+            args, kwargs = self.resolve_args(args_desc, arg_descs)
+            self.actor_instance = cls.__new__(cls)
+            self.actor_instance.__init__(*args, **kwargs)
+            error = None
+        except BaseException as exc:  # noqa: BLE001
+            error = self._task_error(f"{class_name}.__init__", exc, actor=True)
+        if error is None and is_async:
+            self._loop = asyncio.new_event_loop()
+            threading.Thread(target=self._loop.run_forever, name="rayreact-asyncio", daemon=True).start()
+            self._async_sem = None
+            if max_concurrency:
+                async def make_sem():
+                    return asyncio.Semaphore(max_concurrency)
+                self._async_sem = asyncio.run_coroutine_threadsafe(make_sem(), self._loop).result()
+        elif error is None and max_concurrency > 1:
+            self._pool = concurrent.futures.ThreadPoolExecutor(max_concurrency, thread_name_prefix="rayreact-actor")
+        if error is None:
+            self.send((protocol.DONE, b"create:" + actor_id, [], True))
+        else:
+            self.send((protocol.DONE, b"create:" + actor_id, [(b"", self.store_value(b"", error, True))], False))
+
+    def _dispatch_call(self, msg):
+        if self._loop is not None:
+            asyncio.run_coroutine_threadsafe(self._run_call_async(msg), self._loop)
+        elif self._pool is not None:
+            self._pool.submit(self._run_call, msg)
+        else:
+            self._run_call(msg)
+
+    def _call_target(self, method_name):
+        if method_name == "__ray_ready__":
+            return lambda: True
+        if method_name == "__ray_terminate__":
+            def terminate():
+                self.exit_requested = True
+                raise SystemExit(0)
+            return terminate
+        return getattr(self.actor_instance, method_name)
+
+    def _run_call(self, msg):
+        (_, task_id, method_name, args_desc, arg_descs, return_ids, num_returns) = msg
+        name = f"{self.display_name}.{method_name}"
+        exiting = False
+        try:
+            args, kwargs = self.resolve_args(args_desc, arg_descs)
+            value = self._call_target(method_name)(*args, **kwargs)
+            if asyncio.iscoroutine(value):
+                value = asyncio.run(value)
+            results = self._results(return_ids, value, num_returns, name)
+            ok = True
+        except SystemExit:
+            exiting = True
+            results = self._error_results(return_ids, exceptions.ActorDiedError(
+                error_msg="The actor died because it called exit_actor() (or __ray_terminate__) "
+                          "and this call did not return a value."))
+            ok = False
+        except BaseException as exc:  # noqa: BLE001
+            results = self._error_results(return_ids, self._task_error(name, exc, actor=True))
+            ok = False
+        del args_desc, arg_descs
+        self.send((protocol.DONE, task_id, results, ok))
+        if exiting:
+            self._exit_now()
+
+    async def _run_call_async(self, msg):
+        (_, task_id, method_name, args_desc, arg_descs, return_ids, num_returns) = msg
+        name = f"{self.display_name}.{method_name}"
+        exiting = False
+        sem = self._async_sem
+        if sem is not None:
+            await sem.acquire()
+        try:
+            args, kwargs = self.resolve_args(args_desc, arg_descs)
+            value = self._call_target(method_name)(*args, **kwargs)
+            if asyncio.iscoroutine(value):
+                value = await value
+            results = self._results(return_ids, value, num_returns, name)
+            ok = True
+        except SystemExit:
+            exiting = True
+            results = self._error_results(return_ids, exceptions.ActorDiedError(
+                error_msg="The actor died because it called exit_actor()."))
+            ok = False
+        except BaseException as exc:  # noqa: BLE001
+            results = self._error_results(return_ids, self._task_error(name, exc, actor=True))
+            ok = False
+        finally:
+            if sem is not None:
+                sem.release()
+        self.send((protocol.DONE, task_id, results, ok))
+        if exiting:
+            self._exit_now()
+
+    def request_exit(self):
+        self.exit_requested = True
+
+    def _exit_now(self):
+        self.send((protocol.EXITING, "exit_actor"))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+    def _shutdown_executors(self):
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+
+    # ---------------------------------------------------------------- nested API (requests to the driver)
+    def _request(self, verb, payload, timeout=None):
+        """Send a request and wait for its reply (the reader thread pumps; others wait on an event)."""
+        self._req_counter += 1
+        req_id = (threading.get_ident(), self._req_counter)
+        on_reader = threading.current_thread() is self._reader_thread
+        slot = [None if on_reader else threading.Event(), None, False]
+        self._pending_replies[req_id] = slot
+        self.send((protocol.REQUEST, req_id, verb, payload))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while not slot[2]:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    self.send((protocol.REQUEST, None, protocol.V_CANCEL_GET, req_id))
+                    raise exceptions.GetTimeoutError(f"Get timed out: some object(s) not ready after {timeout} s.")
+                if on_reader:
+                    raw = self._inbound.read()
+                    if raw is None:
+                        self._flush_releases()
+                        self._poller.wait(min(remaining, 1.0) if remaining is not None else 1.0)
+                        continue
+                    msg = protocol.loads(raw)
+                    if msg[0] == protocol.REPLY:
+                        self._deliver_reply(msg[1], msg[2])
+                    elif msg[0] == protocol.DEFINE:
+                        self._code[msg[1]] = msg[2]
+                    elif self._pool is not None or self._loop is not None:
+                        self._handle(msg)
+                    else:
+                        self._deferred.append(msg)
+                else:
+                    slot[0].wait(min(remaining, 1.0) if remaining is not None else 1.0)
+            return slot[1]
+        finally:
+            self._pending_replies.pop(req_id, None)
+
+    def _post(self, verb, payload):
+        """A request with no reply (submissions: FIFO order makes them visible before any later get)."""
+        self.send((protocol.REQUEST, None, verb, payload))
+
+    def _deliver_reply(self, req_id, payload):
+        slot = self._pending_replies.get(req_id)
+        if slot is None:
+            return
+        slot[1] = payload
+        slot[2] = True
+        if slot[0] is not None:
+            slot[0].set()
+
+    # The API surface used by rayreact._api when running inside a worker.
+    def submit_task(self, remote_function, args, kwargs, options):
+        from . import submission
+        return submission.submit_task_from_worker(self, remote_function, args, kwargs, options)
+
+    def create_actor(self, actor_class, args, kwargs, options):
+        from . import submission
+        return submission.create_actor_from_worker(self, actor_class, args, kwargs, options)
+
+    def submit_actor_call(self, handle, info, args, kwargs, num_returns):
+        from . import submission
+        return submission.submit_call_from_worker(self, handle, info, args, kwargs, num_returns)
+
+    def put(self, value):
+        from ..object_ref import ObjectRef
+        oid = ids.new_id()
+        desc = self.store_value(oid, value)
+        self._post(protocol.V_PUT, (oid, desc))
+        self._received[oid] += 1
+        return ObjectRef(oid)
+
+    def get_values(self, object_ids, timeout):
+        descs = self._request(protocol.V_GET, (object_ids, timeout), timeout)
+        out = []
+        for desc in descs:
+            value, is_error = self._descriptor_value(desc)
+            if is_error:
+                raise _as_raisable(value)
+            out.append(value)
+        return out
+
+    def wait_ids(self, object_ids, num_returns, timeout, fetch_local):
+        return self._request(protocol.V_WAIT, (object_ids, num_returns, timeout), None)
+
+    def kill_actor(self, actor_id, no_restart):
+        self._request(protocol.V_KILL, (actor_id, no_restart))
+
+    def cancel(self, object_id, force, recursive):
+        self._request(protocol.V_CANCEL, (object_id, force, recursive))
+
+    def get_actor_info(self, name, namespace):
+        return self._request(protocol.V_GET_ACTOR, (name, namespace if namespace is not None else self.namespace))
+
+    def resources(self, which):
+        return self._request(protocol.V_RESOURCES, which)
+
+    def list_named_actors(self, all_namespaces):
+        return self._request(protocol.V_NAMED_LIST, (all_namespaces, self.namespace))
+
+    def placement_group_call(self, verb, payload):
+        return self._request(protocol.V_PG, (verb, payload))
+
+    def on_ref_unpickled(self, object_id):
+        pass
+
+    def on_handle_created(self, actor_id):
+        pass
+
+    def on_handle_dropped(self, actor_id):
+        pass
+
+    def on_handle_pickled(self, actor_id):
+        pass
+
+    def current_actor_handle(self):
+        from ..actor import ActorHandle
+        class_name, methods = self.actor_handle_info
+        return ActorHandle(self.actor_id, class_name, methods)
+
+    def get_gpu_ids(self):
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if not visible:
+            return []
+        return [int(x) if x.isdigit() else x for x in visible.split(",") if x]
+
+
+class _DependencyFailed(Exception):
+    def __init__(self, error):
+        self.error = error
+
+
+def _as_raisable(err):
+    if isinstance(err, exceptions.RayTaskError) and not isinstance(err.cause, exceptions.RayError):
+        return err.as_instanceof_cause()
+    return err

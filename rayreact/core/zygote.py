@@ -1,0 +1,170 @@
+"""The zygote: a pre-imported process that forks workers fast and cleans up after the driver.
+
+::
+
+    driver ──stdin pipe (spawn commands)──▶ zygote ──fork──▶ worker, worker, ...
+       ▲                                      │
+       └──────── ring Z→driver (SPAWNED, DIED) ┘
+
+Started once per session by ``init``.  Forking from a clean, single-threaded
+process that already imported numpy/cloudpickle/rayreact makes a new worker
+cost a few milliseconds instead of a fresh interpreter.  Workers die with the
+zygote (``PR_SET_PDEATHSIG``); the zygote notices the driver's death as EOF on
+its stdin (even after ``kill -9``), then kills every worker and removes every
+shared-memory file of the session.  No daemon outlives the driver.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import pickle
+import select
+import signal
+import struct
+import sys
+
+_LEN = struct.Struct("<I")
+PR_SET_PDEATHSIG = 1
+
+
+def set_parent_death_signal(sig=signal.SIGKILL):
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def encode_command(cmd) -> bytes:
+    data = pickle.dumps(cmd, protocol=5)
+    return _LEN.pack(len(data)) + data
+
+
+def _read_exact(fd, n):
+    chunks = []
+    while n:
+        chunk = os.read(fd, n)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def cleanup_session(config):
+    for pattern in config["cleanup_globs"]:
+        for path in glob.glob(pattern):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+    for d in config.get("cleanup_dirs", ()):
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+
+
+def main():
+    config = pickle.loads(bytes.fromhex(sys.argv[1]))
+    sys.path[:] = config["sys_path"]
+    os.chdir(config["cwd"])
+    # Preload what every worker needs, so forks start warm.
+    import cloudpickle  # noqa: F401
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        pass
+    from rayreact.core import channel, protocol, worker
+    for mod in config.get("preload", ()):
+        try:
+            __import__(mod)
+        except Exception:
+            pass
+
+    notices = channel.Ring(config["zygote_ring"])
+    notices.reader_bell = channel.Doorbell(config["driver_bell"])
+    children = {}
+    cmd_fd = sys.stdin.fileno()
+
+    rfd, wfd = os.pipe()
+    os.set_blocking(wfd, False)
+    signal.set_wakeup_fd(wfd)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def notify(msg):
+        try:
+            notices.write(protocol.dumps(msg), 5.0)
+        except Exception:
+            pass
+
+    def reap():
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            children.pop(pid, None)
+            notify((protocol.DIED, pid, status))
+
+    while True:
+        try:
+            readable, _, _ = select.select([cmd_fd, rfd], [], [])
+        except InterruptedError:
+            continue
+        if rfd in readable:
+            try:
+                os.read(rfd, 4096)
+            except BlockingIOError:
+                pass
+            reap()
+        if cmd_fd not in readable:
+            continue
+        head = _read_exact(cmd_fd, _LEN.size)
+        cmd = None if head is None else pickle.loads(_read_exact(cmd_fd, _LEN.unpack(head)[0]))
+        if cmd is None or cmd[0] == "shutdown":
+            break
+        if cmd[0] == "spawn":
+            spec = cmd[1]
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    os.close(cmd_fd)
+                    os.close(rfd)
+                    os.close(wfd)
+                    signal.set_wakeup_fd(-1)
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    signal.signal(signal.SIGINT, signal.default_int_handler)
+                    set_parent_death_signal()
+                    worker.run_forked(spec)
+                finally:
+                    os._exit(0)
+            children[pid] = spec["worker_index"]
+            notify((protocol.SPAWNED, spec["worker_index"], pid))
+        elif cmd[0] == "kill":
+            try:
+                os.kill(cmd[1], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    # The driver has gone (EOF) or asked us to stop: nothing of the session may remain.
+    for pid in list(children):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for pid in list(children):
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+    cleanup_session(config)
+
+
+if __name__ == "__main__":
+    main()

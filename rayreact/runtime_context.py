@@ -1,0 +1,206 @@
+"""``get_runtime_context()`` and the id classes of Ray's top level."""
+
+from __future__ import annotations
+
+import os
+
+
+class BaseID:
+    size = 28
+
+    def __init__(self, binary: bytes):
+        self._binary = binary
+
+    def binary(self):
+        return self._binary
+
+    def hex(self):
+        return self._binary.hex()
+
+    def is_nil(self):
+        return not any(self._binary)
+
+    @classmethod
+    def nil(cls):
+        return cls(b"\0" * cls.size)
+
+    @classmethod
+    def from_random(cls):
+        return cls(os.urandom(cls.size))
+
+    @classmethod
+    def from_binary(cls, b):
+        return cls(b)
+
+    @classmethod
+    def from_hex(cls, h):
+        return cls(bytes.fromhex(h))
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other._binary == self._binary
+
+    def __hash__(self):
+        return hash(self._binary)
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.hex()})"
+
+
+class UniqueID(BaseID):
+    pass
+
+
+class JobID(BaseID):
+    size = 4
+
+
+class ActorID(BaseID):
+    size = 16
+
+
+class ActorClassID(BaseID):
+    pass
+
+
+class TaskID(BaseID):
+    size = 24
+
+
+class NodeID(BaseID):
+    pass
+
+
+class WorkerID(BaseID):
+    pass
+
+
+class FunctionID(BaseID):
+    pass
+
+
+class ObjectID(BaseID):
+    pass
+
+
+class PlacementGroupID(BaseID):
+    size = 18
+
+
+class ClusterID(BaseID):
+    pass
+
+
+class Language:
+    PYTHON = 0
+    JAVA = 1
+    CPP = 2
+
+
+class ObjectRefGenerator:
+    """Streaming generators are not supported yet; the name exists so isinstance checks resolve."""
+
+
+DynamicObjectRefGenerator = ObjectRefGenerator
+
+
+class LoggingConfig:
+    def __init__(self, encoding="TEXT", log_level="INFO", additional_log_standard_attrs=None):
+        self.encoding = encoding
+        self.log_level = log_level
+        self.additional_log_standard_attrs = additional_log_standard_attrs or []
+
+
+class RuntimeContext:
+    """Facts about the current driver or worker."""
+
+    def __init__(self, rt):
+        self._rt = rt
+
+    def get_job_id(self):
+        return getattr(self._rt, "job_id", b"\x01\x00\x00\x00").hex()
+
+    @property
+    def job_id(self):
+        return JobID(getattr(self._rt, "job_id", b"\x01\x00\x00\x00"))
+
+    def get_node_id(self):
+        return getattr(self._rt, "node_id", b"").hex()
+
+    @property
+    def node_id(self):
+        return NodeID(getattr(self._rt, "node_id", b""))
+
+    def get_worker_id(self):
+        return f"{os.getpid():056x}"
+
+    def get_task_id(self):
+        tid = getattr(self._rt, "current_task_id", None)
+        return tid.hex() if tid else None
+
+    @property
+    def task_id(self):
+        tid = getattr(self._rt, "current_task_id", None)
+        return TaskID(tid) if tid else None
+
+    def get_actor_id(self):
+        aid = getattr(self._rt, "actor_id", None)
+        return aid.hex() if aid else None
+
+    @property
+    def actor_id(self):
+        aid = getattr(self._rt, "actor_id", None)
+        return ActorID(aid) if aid else None
+
+    def get_actor_name(self):
+        return getattr(self._rt, "actor_name", None)
+
+    @property
+    def namespace(self):
+        return self._rt.namespace
+
+    def get_namespace(self):
+        return self._rt.namespace
+
+    @property
+    def was_current_actor_reconstructed(self):
+        return bool(getattr(self._rt, "num_restarts", 0))
+
+    @property
+    def current_actor(self):
+        from .actor import ActorHandle
+        rt = self._rt
+        if not getattr(rt, "is_actor", False):
+            raise RuntimeError("This method is only available in an actor.")
+        return rt.current_actor_handle()
+
+    def get_assigned_resources(self):
+        return dict(getattr(self._rt, "assigned_resources", {}) or {})
+
+    def get_accelerator_ids(self):
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        return {"GPU": [x for x in visible.split(",") if x] if visible else []}
+
+    def get_runtime_env_string(self):
+        return "{}"
+
+    @property
+    def runtime_env(self):
+        return {}
+
+    @property
+    def gcs_address(self):
+        return "rayreact://local"
+
+    def get(self):
+        return {"job_id": self.job_id, "node_id": self.node_id, "namespace": self.namespace,
+                "task_id": self.task_id, "actor_id": self.actor_id}
+
+    def get_node_labels(self):
+        return {}
+
+    def get_placement_group_id(self):
+        return None
+
+    @property
+    def should_capture_child_tasks_in_placement_group(self):
+        return False

@@ -171,6 +171,18 @@ def _producers_exist(events, refs, base, start, relative):
 
 
 def build_plan(trace: Trace, period: Period, task_slots: int = 1) -> Plan:
+    """Assemble the plan, rotated so position 0 is the cut with the fewest
+    values in flight (the loop head: lags are then only real loop-carried flows)."""
+    plan = _assemble(trace, period, task_slots)
+    head = min(range(period.length), key=lambda q: (_in_flight(plan, q), q))
+    if head:
+        turned = tuple(period.relative[(q + head) % period.length] for q in range(period.length))
+        plan = _assemble(trace, Period(period.length, period.start + head, period.end, turned), task_slots)
+    switch = min(range(plan.period), key=lambda q: (_in_flight(plan, q), (q - plan.phase) % plan.period))
+    return dataclasses.replace(plan, switch=switch)
+
+
+def _assemble(trace: Trace, period: Period, task_slots: int) -> Plan:
     length, start = period.length, period.start
     template = [trace.event(start + q) for q in range(length)]
     placed = _place(template, task_slots)
@@ -207,12 +219,16 @@ def build_plan(trace: Trace, period: Period, task_slots: int = 1) -> Plan:
             outputs = (conns[("period", q, 0)][0],) if op == "put" else ()
             reactions.append(Reaction(q, DRIVER, op, "", ev.call_site, (), reads, outputs))
 
-    connections = tuple(_connection(*c, length) for c in sorted(conns.values()))
+    connections = tuple(_connection(*c) for c in sorted(conns.values()))
     reactors, blockers = _reactors(trace, template, placed)
     guard = Guard(length, start, tuple(_expect(ev, start + q, period.relative[q]) for q, ev in enumerate(template)))
-    draft = Plan(length, start, period.end, period.repeats, 0, reactors, tuple(reactions), connections, guard,
-                 blockers)
-    return dataclasses.replace(draft, switch=_best_switch(draft))
+    return Plan(length, start, period.end, period.repeats, 0, reactors, tuple(reactions), connections, guard,
+                blockers)
+
+
+def _in_flight(plan: Plan, q: int) -> int:
+    """How many values made in the period cross the cut before position q."""
+    return sum(1 for s in plan.seeds(plan.start + q) if plan.connections[s.connection].source == "period")
 
 
 def _place(template, task_slots):
@@ -250,7 +266,7 @@ def _arg_specs(ev, read):
     return tuple(specs)
 
 
-def _connection(cid, source, producer, ret, reactor, uses, length):
+def _connection(cid, source, producer, ret, reactor, uses):
     if source == "period":
         capacity = max([u.lag + (u.position > producer) for u in uses], default=1)
     else:
@@ -290,14 +306,6 @@ def _expect(ev, index, relative):
     checks = tuple(RefCheck(rel, index - ref.producer if rel else ref.producer, ref.ret)
                    for ref, rel in zip(ref_slots(ev), relative))
     return Expect(signature(ev), checks)
-
-
-def _best_switch(plan: Plan) -> int:
-    def cost(q):
-        seeds = plan.seeds(plan.start + q)
-        in_flight = sum(1 for s in seeds if plan.connections[s.connection].source == "period")
-        return in_flight, (q - plan.phase) % plan.period
-    return min(range(plan.period), key=cost)
 
 
 def _key(value) -> str:

@@ -70,6 +70,13 @@ class Reaction:
     reads: tuple[Input, ...] = ()        # get/wait: the refs in the script's order; put: nested refs
     outputs: tuple[int, ...] = ()        # connection ids, one per return
 
+    def inputs(self) -> tuple[Input, ...]:
+        """Every ref read, in ``record.ref_slots`` order (direct, then nested)."""
+        if self.reads:
+            return self.reads
+        direct = tuple(a.input for a in self.args if a.input is not None)
+        return direct + tuple(i for a in self.args for i in a.nested)
+
 
 @dataclass(frozen=True)
 class Use:

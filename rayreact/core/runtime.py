@@ -448,7 +448,7 @@ class Runtime:
     def _maybe_free(self, oid, e):
         if e.holds > 0 or e.borrowers or e.dependents or refcount.counts.get(oid):
             return
-        if e.state != READY:
+        if e.state != READY or self.objects.get(oid) is not e:
             return
         del self.objects[oid]
         desc = e.desc

@@ -1,0 +1,277 @@
+"""``rayreact compare script.py [args]``: run a script under real Ray and under rayreact, diff the traces.
+
+Each run is a fresh subprocess with ``PYTHONHASHSEED`` fixed and tracing on:
+
+* real Ray, ``--ray-runs`` times (default 2), traced by :mod:`rayreact.compat.ray_tracer`;
+  what differs between these runs is Ray's own nondeterminism and is not held
+  against rayreact (see :mod:`rayreact.compat.diff`);
+* rayreact with the reactor on (``rayreact run``, ``RAYREACT_TRACE`` set), and with
+  ``--no-reactor`` also with it off (``RAYREACT_REACTOR=0``).
+
+The report gives each run's wall time and exit status, the speedup over Ray, and
+per rayreact run either EQUAL or the first divergence with both sides' events.
+Exit status: 0 all equal, 1 a divergence, 2 the comparison could not be made
+(a run timed out, or Ray itself failed to produce a trace).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+from rayreact.compat import diff, trace
+
+
+@dataclass
+class RunResult:
+    label: str
+    trace_path: str
+    stdout: str
+    stderr: str
+    exit_code: int | None  # None: timed out
+    wall_s: float
+
+    @property
+    def timed_out(self):
+        return self.exit_code is None
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="rayreact compare",
+                                description="Run a Ray script under real Ray and under rayreact and compare what ran.")
+    p.add_argument("--no-reactor", action="store_true",
+                   help="also run rayreact with the reactor off (RAYREACT_REACTOR=0)")
+    p.add_argument("--ray-runs", type=int, default=2,
+                   help="runs under real Ray; differences between them are Ray's own nondeterminism (default 2)")
+    p.add_argument("--seed", default="0", help="PYTHONHASHSEED of every run (default 0)")
+    p.add_argument("--timeout", type=float, default=600, help="seconds allowed per run (default 600)")
+    p.add_argument("--rayreact-trace", choices=["native", "wrap"], default="native",
+                   help="how rayreact records: its core (native) or the wrapper used for Ray (wrap)")
+    p.add_argument("--candidate", choices=["rayreact", "ray"], default="rayreact",
+                   help="what to compare against Ray (ray: Ray against itself, to check a script)")
+    p.add_argument("--keep", metavar="DIR", help="keep traces and outputs in DIR")
+    p.add_argument("--json", metavar="PATH", help="also write a machine-readable summary to PATH")
+    p.add_argument("--no-stdout", action="store_true", help="do not compare the scripts' stdout")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the verdict lines")
+    p.add_argument("script")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    return p
+
+
+def _env(seed, extra=None, drop=()):
+    env = dict(os.environ)
+    for name in (trace.ENV_VAR, "RAY_ADDRESS", *drop):
+        env.pop(name, None)
+    env["PYTHONHASHSEED"] = str(seed)
+    env.update(extra or {})
+    return env
+
+
+def _run(label, cmd, env, trace_path, timeout, cwd):
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                              start_new_session=True)
+        code, out, err = proc.returncode, proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired as e:
+        code = None
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+    return RunResult(label, trace_path, out, err, code, time.perf_counter() - start)
+
+
+def ray_command(trace_path, script, args):
+    return [sys.executable, "-m", "rayreact.compat.run_traced", "--backend", "ray", "--trace", trace_path,
+            script, *args]
+
+
+def rayreact_command(trace_path, script, args, mode):
+    if mode == "wrap":
+        return [sys.executable, "-m", "rayreact.compat.run_traced", "--backend", "rayreact", "--trace",
+                trace_path, script, *args]
+    return [sys.executable, "-m", "rayreact", "run", script, *args]
+
+
+def run_all(ns, workdir):
+    """Run Ray ``ray_runs`` times, then each candidate configuration; return (ray_results, candidates)."""
+    script = os.path.abspath(ns.script)
+    cwd = os.getcwd()
+    ray_results = []
+    for i in range(ns.ray_runs):
+        path = os.path.join(workdir, f"ray-{i + 1}.jsonl")
+        ray_results.append(_run(f"ray run {i + 1}", ray_command(path, script, ns.args), _env(ns.seed),
+                                path, ns.timeout, cwd))
+    configs = [("rayreact (reactor on)", {})]
+    if ns.no_reactor:
+        configs.append(("rayreact (reactor off)", {"RAYREACT_REACTOR": "0"}))
+    candidates = []
+    for i, (label, extra) in enumerate(configs):
+        path = os.path.join(workdir, f"rayreact-{i + 1}.jsonl")
+        if ns.candidate == "ray":
+            label = label.replace("rayreact", "ray as candidate")
+            cmd, env = ray_command(path, script, ns.args), _env(ns.seed, extra)
+        else:
+            cmd = rayreact_command(path, script, ns.args, ns.rayreact_trace)
+            env = _env(ns.seed, {**extra, trace.ENV_VAR: path} if ns.rayreact_trace == "native" else extra)
+        candidates.append(_run(label, cmd, env, path, ns.timeout, cwd))
+    return ray_results, candidates
+
+
+def _tail(text, n=15):
+    lines = text.rstrip().splitlines()
+    return lines[-n:]
+
+
+def _units_line(comparison):
+    counts = comparison.counts()
+    by_level = {}
+    for v in comparison.verdicts:
+        if v.status == "equal":
+            by_level[v.projection] = by_level.get(v.projection, 0) + 1
+    levels = ", ".join(f"{level} {n}" for level, n in sorted(by_level.items()))
+    actors = sum(1 for v in comparison.verdicts if v.unit.startswith("actor "))
+    tasks = sum(1 for v in comparison.verdicts if v.unit.startswith("task "))
+    return (f"{actors} actor(s), {tasks} task function(s); equal {counts.get('equal', 0)}"
+            + (f" ({levels})" if levels else ""))
+
+
+def report(ns, ray_results, candidates, comparisons, out=sys.stdout):
+    """Print the human-readable report; return the exit status."""
+    def say(line=""):
+        print(line, file=out)
+
+    say(f"rayreact compare: {ns.script} {' '.join(ns.args)}".rstrip())
+    ray_time = min(r.wall_s for r in ray_results)
+    for r in ray_results + candidates:
+        status = "timed out" if r.timed_out else f"exit {r.exit_code}"
+        n_events = len(trace.load(r.trace_path))
+        speed = ""
+        if r in candidates and not r.timed_out and r.wall_s > 0:
+            speed = f"  speedup {ray_time / r.wall_s:.2f}x"
+        say(f"  {r.label:<26} {r.wall_s:8.2f} s  {status:<9} {n_events:6d} events{speed}")
+
+    broken = [r for r in ray_results if r.timed_out or (r.exit_code != 0 and not trace.load(r.trace_path))]
+    if broken:
+        for r in broken:
+            say(f"cannot compare: {r.label} {'timed out' if r.timed_out else 'failed with no trace'}")
+            for line in _tail(r.stderr):
+                say(f"    {line}")
+        return 2
+
+    status = 0
+    for cand, comparison in zip(candidates, comparisons):
+        say()
+        if cand.timed_out:
+            say(f"{cand.label}: TIMED OUT after {cand.wall_s:.0f} s")
+            status = max(status, 2)
+            continue
+        verdict = "DIVERGED" if comparison.diverged else "EQUAL"
+        say(f"{cand.label}: {verdict}")
+        say(f"  {_units_line(comparison)}; stdout {comparison.stdout_status}")
+        for line in comparison.exit_detail:
+            say(f"  {line}")
+        if comparison.diverged:
+            status = max(status, 1)
+            first = comparison.first_divergence()
+            if first is not None:
+                say(f"  first divergence: {first.unit} ({first.status}"
+                    + (f", compared as {first.projection}" if first.projection else "") + ")")
+                for line in first.detail:
+                    say(f"    {line}")
+                others = [v.unit for v in comparison.verdicts
+                          if v.status in ("diverged", "missing", "extra") and v is not first]
+                if others and not ns.quiet:
+                    say(f"  also diverged: {', '.join(others[:10])}" + (" ..." if len(others) > 10 else ""))
+            if comparison.stdout_status == "diverged":
+                for line in comparison.stdout_detail:
+                    say(f"    {line}")
+            if cand.exit_code != 0 and not ns.quiet:
+                say("  stderr (tail):")
+                for line in _tail(cand.stderr):
+                    say(f"    {line}")
+        if ns.quiet:
+            continue
+        for v in comparison.verdicts:
+            if v.status == "warning":
+                say(f"  warning: {v.unit}: {v.detail[0]}")
+        nondet = [v for v in comparison.verdicts if v.status == "nondeterministic"]
+        if nondet:
+            say("  nondeterministic under Ray itself (not compared): "
+                + ", ".join(f"{v.unit} ({v.detail[0]})" for v in nondet[:8]) + (" ..." if len(nondet) > 8 else ""))
+        if comparison.waits_seen:
+            say("  note: the script calls wait() with refs still pending; call order is compared as a multiset")
+        if comparison.stdout_status != "diverged":
+            for line in comparison.stdout_detail:
+                say(f"  stdout: {line}")
+    return status
+
+
+def summary_json(ns, ray_results, candidates, comparisons, status):
+    ray_time = min(r.wall_s for r in ray_results)
+    return {
+        "script": ns.script,
+        "args": ns.args,
+        "status": status,
+        "ray": [{"label": r.label, "wall_s": r.wall_s, "exit_code": r.exit_code,
+                 "events": len(trace.load(r.trace_path))} for r in ray_results],
+        "candidates": [{
+            "label": c.label, "wall_s": c.wall_s, "exit_code": c.exit_code,
+            "events": len(trace.load(c.trace_path)),
+            "speedup": (ray_time / c.wall_s) if c.wall_s and not c.timed_out else None,
+            "diverged": comp.diverged if comp is not None else None,
+            "units": dict(comp.counts()) if comp is not None else {},
+            "stdout": comp.stdout_status if comp is not None else None,
+            "first_divergence": (comp.first_divergence().detail if comp is not None and comp.first_divergence()
+                                 else None),
+        } for c, comp in zip(candidates, comparisons)],
+    }
+
+
+def main(argv=None):
+    ns = build_parser().parse_args(argv)
+    if ns.ray_runs < 1:
+        raise SystemExit("--ray-runs must be at least 1")
+    workdir = os.path.abspath(ns.keep) if ns.keep else tempfile.mkdtemp(prefix="rayreact-compare-")
+    os.makedirs(workdir, exist_ok=True)
+    for name in os.listdir(workdir):
+        if name.endswith(".jsonl"):
+            os.remove(os.path.join(workdir, name))
+    try:
+        ray_results, candidates = run_all(ns, workdir)
+        ray_summaries = [diff.summarize(trace.load(r.trace_path)) for r in ray_results]
+        comparisons = []
+        for cand in candidates:
+            if cand.timed_out:
+                comparisons.append(None)
+                continue
+            comparisons.append(diff.compare_runs(
+                ray_summaries, diff.summarize(trace.load(cand.trace_path)),
+                None if ns.no_stdout else [r.stdout for r in ray_results],
+                None if ns.no_stdout else cand.stdout,
+                [r.exit_code for r in ray_results], cand.exit_code))
+        status = report(ns, ray_results, candidates, comparisons)
+        if ns.keep:
+            for r in ray_results + candidates:
+                stem = os.path.splitext(r.trace_path)[0]
+                with open(stem + ".stdout", "w") as f:
+                    f.write(r.stdout)
+                with open(stem + ".stderr", "w") as f:
+                    f.write(r.stderr)
+        if ns.json:
+            with open(ns.json, "w") as f:
+                json.dump(summary_json(ns, ray_results, candidates, comparisons, status), f, indent=2)
+        return status
+    finally:
+        if not ns.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

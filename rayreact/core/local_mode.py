@@ -1,0 +1,253 @@
+"""``init(local_mode=True)``: everything runs in the driver, one call at a time, debugger-friendly.
+
+Semantics stay those of the real runtime: arguments and ``put`` values are
+snapshots (serialized and read back, numpy arrays read-only), errors become
+``RayTaskError`` at ``get``, refs passed directly are resolved and nested refs
+are not.  A call runs at submission; its result (or error) waits in a dict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import traceback
+
+from .. import exceptions
+from ..object_ref import ObjectRef
+from . import ids, serialization, submission
+
+
+class _Actor:
+    def __init__(self, class_name, methods):
+        self.class_name = class_name
+        self.methods = methods
+        self.instance = None
+        self.dead_error = None
+
+
+class LocalRuntime:
+    is_driver = True
+    local_mode = True
+    is_actor = False
+
+    def __init__(self, namespace=None, runtime_env=None, num_cpus=None, num_gpus=None, resources=None):
+        self.namespace = namespace or f"anon-{os.urandom(4).hex()}"
+        self.job_id = b"\x01\x00\x00\x00"
+        self.node_id = os.urandom(28)
+        self.env = dict((runtime_env or {}).get("env_vars") or {})
+        os.environ.update(self.env)
+        self.total = {"CPU": float(os.cpu_count() if num_cpus is None else num_cpus)}
+        if num_gpus:
+            self.total["GPU"] = float(num_gpus)
+        self.total.update({k: float(v) for k, v in (resources or {}).items()})
+        self.values = {}       # object id -> (pack bytes, is_error)
+        self.actors = {}
+        self.named = {}
+        self.current_task_id = None
+        self.actor_id = None
+        self.shm_dir = ""
+
+    # ---------------------------------------------------------------- objects
+    def _store(self, oid, value, is_error=False):
+        self.values[oid] = (serialization.serialize(value, is_error=is_error).pack(), is_error)
+
+    def put(self, value):
+        if isinstance(value, ObjectRef):
+            raise TypeError("Calling 'put' on an ray.ObjectRef is not allowed.")
+        oid = ids.new_id()
+        try:
+            self._store(oid, value)
+        except serialization.SerializationError as exc:
+            raise TypeError(str(exc)) from exc.__cause__
+        return ObjectRef(oid)
+
+    def _load(self, oid):
+        pack, is_error = self.values[oid]
+        return serialization.loads_pack(pack), is_error
+
+    def get_values(self, object_ids, timeout):
+        out = []
+        for oid in object_ids:
+            if oid not in self.values:
+                raise exceptions.ReferenceCountingAssertionError(oid.hex())
+            value, is_error = self._load(oid)
+            if is_error:
+                raise submission.raisable(value)
+            out.append(value)
+        return out
+
+    def wait_ids(self, object_ids, num_returns, timeout, fetch_local):
+        return [oid in self.values for oid in object_ids]
+
+    # ---------------------------------------------------------------- calls
+    def _resolve(self, args, kwargs):
+        def one(a):
+            if type(a) is ObjectRef:
+                value, is_error = self._load(a._id)
+                if is_error:
+                    raise _Upstream(value)
+                return value
+            return a
+        # Round-trip through pickle: the callee gets copies, as with a real worker.
+        args = tuple(one(a) for a in args)
+        kwargs = {k: one(v) for k, v in kwargs.items()}
+        ser = serialization.serialize((args, kwargs))
+        return serialization.loads_pack(ser.pack())
+
+    def _run(self, name, fn, args, kwargs, return_ids, num_returns, actor=None):
+        prev = self.current_task_id
+        self.current_task_id = ids.task_id()
+        try:
+            try:
+                a, k = self._resolve(args, kwargs)
+            except serialization.SerializationError as exc:
+                raise TypeError(str(exc)) from None
+            value = fn(*a, **k)
+            if asyncio.iscoroutine(value):
+                value = asyncio.run(value)
+            if num_returns == 1:
+                self._store(return_ids[0], value)
+            elif num_returns > 1:
+                if not isinstance(value, (tuple, list)) or len(value) != num_returns:
+                    raise ValueError(f"Task returned a value that is not a sequence of {num_returns} items.")
+                for oid, v in zip(return_ids, value):
+                    self._store(oid, v)
+        except _Upstream as up:
+            for oid in return_ids:
+                self._store(oid, up.error, True)
+        except TypeError as exc:
+            if "Could not serialize" in str(exc):
+                raise
+            self._store_error(name, exc, return_ids, actor)
+        except Exception as exc:  # noqa: BLE001
+            self._store_error(name, exc, return_ids, actor)
+        finally:
+            self.current_task_id = prev
+
+    def _store_error(self, name, exc, return_ids, actor):
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+            tb = tb.tb_next
+        text = "".join(traceback.format_exception(type(exc), exc, tb))
+        err = exceptions.RayTaskError(name, text, exc, pid=os.getpid())
+        for oid in return_ids:
+            try:
+                self._store(oid, err, True)
+            except serialization.SerializationError:
+                self._store(oid, exceptions.RayTaskError(name, text, RuntimeError(repr(exc))), True)
+
+    def submit_task(self, remote_function, args, kwargs, options):
+        num_returns = submission._num_returns(options)
+        return_ids = [ids.new_id() for _ in range(num_returns)]
+        refs = [ObjectRef(oid) for oid in return_ids]
+        self._run(remote_function._function_name, remote_function._function, args, kwargs, return_ids, num_returns)
+        return submission._returns(refs, num_returns)
+
+    def create_actor(self, actor_class, args, kwargs, options):
+        from ..actor import ActorHandle
+        name = options.get("name")
+        namespace = options.get("namespace") or self.namespace
+        if name and (namespace, name) in self.named:
+            if options.get("get_if_exists"):
+                aid = self.named[(namespace, name)]
+                return ActorHandle(aid, self.actors[aid].class_name, self.actors[aid].methods)
+            raise ValueError(f"The name {name} (namespace={namespace}) is already taken.")
+        aid = ids.actor_id()
+        actor = _Actor(actor_class._cls.__name__, actor_class._methods)
+        self.actors[aid] = actor
+        if name:
+            self.named[(namespace, name)] = aid
+        probe = ids.new_id()
+        cls = actor_class._cls
+
+        def construct(*a, **k):
+            inst = cls.__new__(cls)
+            inst.__init__(*a, **k)
+            actor.instance = inst
+
+        self._run(f"{cls.__name__}.__init__", construct, args, kwargs, [probe], 1)
+        value, is_error = self._load(probe)
+        del self.values[probe]
+        if is_error:
+            actor.dead_error = exceptions.ActorDiedError(
+                error_msg=f"The actor died because of an error raised in its creation task, {value}")
+        return ActorHandle(aid, actor.class_name, actor.methods, original=True)
+
+    def submit_actor_call(self, handle, info, args, kwargs, num_returns):
+        actor = self.actors.get(handle._actor_id)
+        return_ids = [ids.new_id() for _ in range(num_returns)]
+        refs = [ObjectRef(oid) for oid in return_ids]
+        if actor is None or actor.dead_error is not None:
+            err = actor.dead_error if actor else exceptions.ActorDiedError(error_msg="Unknown actor.")
+            for oid in return_ids:
+                self._store(oid, err, True)
+            return submission._returns(refs, num_returns)
+        if info.name == "__ray_ready__":
+            method = lambda: True  # noqa: E731
+        elif info.name == "__ray_terminate__":
+            def method():
+                actor.dead_error = exceptions.ActorDiedError(error_msg="The actor exited.")
+        else:
+            method = getattr(actor.instance, info.name)
+        prev = self.actor_id
+        self.actor_id = handle._actor_id
+        try:
+            self._run(f"{actor.class_name}.{info.name}", method, args, kwargs, return_ids, num_returns, actor)
+        finally:
+            self.actor_id = prev
+        return submission._returns(refs, num_returns)
+
+    def kill_actor(self, actor_id, no_restart=True):
+        actor = self.actors.get(actor_id)
+        if actor is not None:
+            actor.dead_error = exceptions.ActorDiedError(error_msg="The actor was killed by ray.kill().")
+
+    def cancel(self, object_id, force=False, recursive=True):
+        pass
+
+    def get_actor_info(self, name, namespace=None):
+        aid = self.named.get((namespace or self.namespace, name))
+        if aid is None or self.actors[aid].dead_error is not None:
+            return None
+        return (aid, self.actors[aid].class_name, self.actors[aid].methods)
+
+    def list_named_actors(self, all_namespaces=False):
+        return [({"name": n, "namespace": ns} if all_namespaces else n) for (ns, n) in self.named
+                if all_namespaces or ns == self.namespace]
+
+    def resources(self, which):
+        return dict(self.total)
+
+    def placement_group_call(self, verb, payload):
+        from ..util import _pg_accounting
+        if not hasattr(self, "_ledger"):
+            self._ledger = _pg_accounting.ResourceLedger(self)
+        return self._ledger.handle(verb, payload)
+
+    def on_ref_unpickled(self, object_id):
+        pass
+
+    def on_handle_created(self, actor_id):
+        pass
+
+    def on_handle_dropped(self, actor_id):
+        pass
+
+    def on_handle_pickled(self, actor_id):
+        pass
+
+    def get_gpu_ids(self):
+        return []
+
+    @property
+    def available(self):
+        return dict(self.total)
+
+    def shutdown(self):
+        self.values.clear()
+        self.actors.clear()
+
+
+class _Upstream(Exception):
+    def __init__(self, error):
+        self.error = error

@@ -354,6 +354,14 @@ def timeline(filename=None):
     return events
 
 
+def resource_ledger():
+    """The session's ResourceLedger (placement groups reserve from it); a forwarding proxy in workers."""
+    rt = _runtime()
+    if getattr(rt, "is_driver", False):
+        return rt.ledger
+    return rt.ledger_proxy()
+
+
 def get_runtime_context():
     from .runtime_context import RuntimeContext
     return RuntimeContext(_runtime())

@@ -216,13 +216,14 @@ class LocalRuntime:
                 if all_namespaces or ns == self.namespace]
 
     def resources(self, which):
-        return dict(self.total)
+        return self.ledger.cluster_resources() if which == "total" else self.ledger.available_resources()
 
-    def placement_group_call(self, verb, payload):
-        from ..util import _pg_accounting
+    @property
+    def ledger(self):
         if not hasattr(self, "_ledger"):
-            self._ledger = _pg_accounting.ResourceLedger(self)
-        return self._ledger.handle(verb, payload)
+            from ..util._pg_accounting import ResourceLedger
+            self._ledger = ResourceLedger(self.total, self.node_id.hex())
+        return self._ledger
 
     def on_ref_unpickled(self, object_id):
         pass

@@ -5,80 +5,33 @@ reserves the sum of its bundles from the node (at once if they fit, otherwise
 as soon as they do); tasks and actors run in it with
 ``scheduling_strategy=PlacementGroupSchedulingStrategy(pg, bundle_index)`` and
 take their resources from a bundle. The bookkeeping is
-``rayreact.util._pg_accounting.ResourceLedger``, which the core's scheduler
-consults; this module only validates and forwards.
+``rayreact.util._pg_accounting.ResourceLedger``, owned by the core's scheduler;
+this module validates and forwards requests to it. The core calls
+``check_placement_group_index`` and ``_validate_resource_shape`` when a task or
+actor is submitted into a group, so bad requests fail at ``.remote()`` as in Ray.
 """
 
 from __future__ import annotations
 
-import os
+import time
 import warnings
 from typing import Dict, List, Optional, Union
 
-from ._session_ledger import core_enforces_groups, session_ledger
+from ._pg_calls import call
 
 VALID_PLACEMENT_GROUP_STRATEGIES = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"}
 NODE_ID_LABEL_KEY = "ray.io/node-id"
-
-_ID_SIZE = 18  # bytes, as Ray's PlacementGroupID: 14 unique + 4 of the job
-
-
-class PlacementGroupID:
-    """The id of a placement group (``pg.id``); ``hex()`` names it in tables and resources."""
-
-    __slots__ = ("_bytes",)
-
-    def __init__(self, raw: bytes):
-        if len(raw) != _ID_SIZE:
-            raise ValueError(f"PlacementGroupID must be {_ID_SIZE} bytes, got {len(raw)}")
-        self._bytes = bytes(raw)
-
-    @classmethod
-    def from_random(cls) -> "PlacementGroupID":
-        return cls(os.urandom(_ID_SIZE - 4) + (1).to_bytes(4, "little"))
-
-    @classmethod
-    def from_hex(cls, hex_id: str) -> "PlacementGroupID":
-        return cls(bytes.fromhex(hex_id))
-
-    @classmethod
-    def nil(cls) -> "PlacementGroupID":
-        return cls(b"\xff" * _ID_SIZE)
-
-    @classmethod
-    def size(cls) -> int:
-        return _ID_SIZE
-
-    def is_nil(self) -> bool:
-        return self._bytes == b"\xff" * _ID_SIZE
-
-    def binary(self) -> bytes:
-        return self._bytes
-
-    def hex(self) -> str:
-        return self._bytes.hex()
-
-    def __eq__(self, other):
-        return isinstance(other, PlacementGroupID) and other._bytes == self._bytes
-
-    def __hash__(self):
-        return hash(self._bytes)
-
-    def __repr__(self):
-        return f"PlacementGroupID({self.hex()})"
-
-    def __reduce__(self):
-        return PlacementGroupID, (self._bytes,)
-
 
 class PlacementGroup:
     """A handle to a placement group; picklable, so tasks and actors can receive it."""
 
     @staticmethod
     def empty() -> "PlacementGroup":
-        return PlacementGroup(PlacementGroupID.nil())
+        import rayreact as ray
 
-    def __init__(self, id: PlacementGroupID, bundle_cache: Optional[List[Dict]] = None):
+        return PlacementGroup(ray.PlacementGroupID.nil())
+
+    def __init__(self, id, bundle_cache: Optional[List[Dict]] = None):
         self.id = id
         self.bundle_cache = bundle_cache
 
@@ -90,8 +43,7 @@ class PlacementGroup:
         """An ObjectRef that resolves to this group once all its bundles are reserved."""
         import rayreact as ray
 
-        if self.is_empty or not core_enforces_groups():
-            # Without the core's scheduler behind the ledger there is nothing to wait on.
+        if self.is_empty:
             return ray.put(self)
         from .scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -101,10 +53,21 @@ class PlacementGroup:
 
     def wait(self, timeout_seconds: Union[float, int] = 30) -> bool:
         """Wait up to ``timeout_seconds`` for the group to be placed; True if it is."""
-        ledger = session_ledger()
-        if ledger.group_state(self.id.hex()) in (None, "REMOVED"):
-            raise Exception(f"Placement group {self.id!r} does not exist.")
-        return ledger.wait_group(self.id.hex(), timeout_seconds)
+        # Polls the ledger rather than waiting on ready(): a probe task for a group that is never
+        # placed would stay queued for ever.
+        deadline = time.monotonic() + timeout_seconds
+        pause = 0.001
+        while True:
+            state = call("state", self.id.binary())
+            if state == "CREATED":
+                return True
+            if state != "PENDING":
+                raise Exception(f"Placement group {self.id!r} does not exist.")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(pause, remaining))
+            pause = min(pause * 2, 0.05)
 
     @property
     def bundle_specs(self) -> List[Dict]:
@@ -119,7 +82,7 @@ class PlacementGroup:
 
     def _fill_bundle_cache_if_needed(self) -> None:
         if not self.bundle_cache:
-            self.bundle_cache = session_ledger().group_bundles(self.id.hex())
+            self.bundle_cache = call("bundles", self.id.binary())
 
     def __eq__(self, other):
         return isinstance(other, PlacementGroup) and self.id == other.id
@@ -169,17 +132,16 @@ def placement_group(
 
     validate_placement_group(bundles, strategy, lifetime, _soft_target_node_id, bundle_label_selector,
                              topology_strategy)
-    pg_id = PlacementGroupID.from_random()
+    pg_id = ray.PlacementGroupID.from_random()
     namespace = ray.get_runtime_context().namespace
-    session_ledger().create_group(pg_id.hex(), bundles, _node_level_strategy(strategy, topology_strategy),
-                                  name=name, namespace=namespace)
+    call("create", (pg_id.binary(), bundles, _node_level_strategy(strategy, topology_strategy), name, namespace))
     return PlacementGroup(pg_id, bundle_cache=[{k: float(v) for k, v in b.items()} for b in bundles])
 
 
 def remove_placement_group(placement_group: PlacementGroup) -> None:
     """Remove the group: its reservation returns to the node; actors and tasks in it are killed."""
     assert placement_group is not None
-    session_ledger().remove_group(placement_group.id.hex())
+    call("remove", placement_group.id.binary())
 
 
 def get_placement_group(placement_group_name: str) -> PlacementGroup:
@@ -188,15 +150,15 @@ def get_placement_group(placement_group_name: str) -> PlacementGroup:
 
     if not placement_group_name:
         raise ValueError("Please supply a non-empty value to get_placement_group")
-    pg_hex = session_ledger().group_by_name(placement_group_name, ray.get_runtime_context().namespace)
-    if pg_hex is None:
+    pg_id = call("by_name", (placement_group_name, ray.get_runtime_context().namespace))
+    if pg_id is None:
         raise ValueError(f"Failed to look up placement group with name: {placement_group_name}")
-    return PlacementGroup(PlacementGroupID.from_hex(pg_hex))
+    return PlacementGroup(ray.PlacementGroupID(pg_id))
 
 
 def placement_group_table(placement_group: PlacementGroup = None) -> dict:
     """The state of one group, or of all groups keyed by hex id."""
-    return session_ledger().table(placement_group.id.hex() if placement_group is not None else None)
+    return call("table", placement_group.id.binary() if placement_group is not None else None)
 
 
 def get_current_placement_group() -> Optional[PlacementGroup]:
@@ -206,7 +168,7 @@ def get_current_placement_group() -> Optional[PlacementGroup]:
     pg_hex = ray.get_runtime_context().get_placement_group_id()
     if not pg_hex:
         return None
-    pg_id = PlacementGroupID.from_hex(pg_hex)
+    pg_id = ray.PlacementGroupID.from_hex(pg_hex)
     return None if pg_id.is_nil() else PlacementGroup(pg_id)
 
 
@@ -219,6 +181,28 @@ def check_placement_group_index(placement_group: PlacementGroup, bundle_index: i
     elif bundle_index >= placement_group.bundle_count or bundle_index < -1:
         raise ValueError(f"placement group bundle index {bundle_index} is invalid. Valid placement group indexes: "
                          f"0-{placement_group.bundle_count}")
+
+
+def _fits_some_bundle(resources: Dict[str, float], bundles: List[Dict[str, float]]) -> bool:
+    return any(all(bundle.get(k, 0) >= v for k, v in resources.items() if not k.startswith("bundle"))
+               for bundle in bundles)
+
+
+def _validate_resource_shape(placement_group: PlacementGroup, resources: Dict[str, float],
+                             placement_resources: Dict[str, float], task_or_actor_repr: str) -> None:
+    """``ValueError``, as Ray raises it from ``.remote()``, if no bundle could ever hold the request.
+
+    ``placement_resources`` is what an actor needs free to be placed (Ray: 1 CPU by default).
+    """
+    bundles = placement_group.bundle_specs
+    if not _fits_some_bundle(resources, bundles):
+        raise ValueError(f"Cannot schedule {task_or_actor_repr} with the placement group because the resource "
+                         f"request {resources} cannot fit into any bundles for the placement group, {bundles}.")
+    if not _fits_some_bundle(placement_resources, bundles):
+        raise ValueError(f"Cannot schedule {task_or_actor_repr} with the placement group because the actor "
+                         f"requires {placement_resources.get('CPU', 0)} CPU for creation, but it cannot fit into "
+                         f"any bundles for the placement group, {bundles}. Consider creating a placement group "
+                         "with CPU resources.")
 
 
 def _node_level_strategy(strategy: Optional[str], topology_strategy: Optional[Dict[str, str]]) -> str:

@@ -52,8 +52,9 @@ def build_parser():
                    help="runs under real Ray; differences between them are Ray's own nondeterminism (default 2)")
     p.add_argument("--seed", default="0", help="PYTHONHASHSEED of every run (default 0)")
     p.add_argument("--timeout", type=float, default=600, help="seconds allowed per run (default 600)")
-    p.add_argument("--rayreact-trace", choices=["native", "wrap"], default="native",
-                   help="how rayreact records: its core (native) or the wrapper used for Ray (wrap)")
+    p.add_argument("--rayreact-trace", choices=["auto", "native", "wrap"], default="auto",
+                   help="how rayreact records: its core (native), the wrapper used for Ray (wrap), or native "
+                        "where the core supports it (auto, the default)")
     p.add_argument("--candidate", choices=["rayreact", "ray"], default="rayreact",
                    help="what to compare against Ray (ray: Ray against itself, to check a script)")
     p.add_argument("--keep", metavar="DIR", help="keep traces and outputs in DIR")
@@ -99,10 +100,22 @@ def rayreact_command(trace_path, script, args, mode):
     return [sys.executable, "-m", "rayreact", "run", script, *args]
 
 
+def native_tracing_available():
+    """Whether rayreact's core writes trace events itself (it says so with ``TRACES_NATIVELY``)."""
+    try:
+        import importlib
+
+        return bool(getattr(importlib.import_module("rayreact.core.worker"), "TRACES_NATIVELY", False))
+    except Exception:
+        return False
+
+
 def run_all(ns, workdir):
     """Run Ray ``ray_runs`` times, then each candidate configuration; return (ray_results, candidates)."""
     script = os.path.abspath(ns.script)
     cwd = os.getcwd()
+    if ns.rayreact_trace == "auto":
+        ns.rayreact_trace = "native" if native_tracing_available() else "wrap"
     ray_results = []
     for i in range(ns.ray_runs):
         path = os.path.join(workdir, f"ray-{i + 1}.jsonl")
@@ -206,7 +219,7 @@ def report(ns, ray_results, candidates, comparisons, out=sys.stdout):
             say("  nondeterministic under Ray itself (not compared): "
                 + ", ".join(f"{v.unit} ({v.detail[0]})" for v in nondet[:8]) + (" ..." if len(nondet) > 8 else ""))
         if comparison.waits_seen:
-            say("  note: the script calls wait() with refs still pending; call order is compared as a multiset")
+            say("  note: the script calls wait() with refs still pending; actors' calls after it are compared as a multiset")
         if comparison.stdout_status != "diverged":
             for line in comparison.stdout_detail:
                 say(f"  stdout: {line}")

@@ -19,9 +19,10 @@ Calls of threaded and async actors (``concurrent``) and of tasks start at
 *multiset*.  A unit on which no two Ray runs agree, or that only some Ray runs
 have, is reported as nondeterministic under Ray and not compared.  When the Ray
 runs show a ``wait`` that returned with refs still pending, call order may
-follow timing: ordered projections are then not used, and a candidate that
-differs from Ray only in what a weaker projection forgets is reported as a
-nondeterminism warning, not a divergence.
+follow timing from then on: an actor's calls that started before that moment
+keep their order, later ones are compared as a multiset ("exact until wait()"),
+and a candidate that differs from Ray only in what a weaker projection forgets
+is reported as a nondeterminism warning, not a divergence.
 
 Stdout is compared line by line after dropping lines forwarded from workers
 (``(f pid=123) ...``): lines identical in all Ray runs must be identical in the
@@ -37,6 +38,9 @@ from dataclasses import dataclass, field
 
 PROJECTIONS = ["exact", "calls in order", "multiset", "calls multiset", "methods"]
 ORDERED = {"exact", "calls in order"}
+# After a wait() that returned with refs pending, an actor's calls keep their
+# order up to that moment and are a multiset from there on.
+UNTIL_WAIT = {"exact": "exact until wait()", "calls in order": "calls in order until wait()"}
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,7 @@ class Call:
     seq: object = None
     args_preview: str = ""
     result_preview: str = ""
+    t: int = 0
 
     def describe(self, target):
         where = f"{target}.{self.method}" if self.method else target
@@ -70,23 +75,35 @@ class TraceSummary:
     units: dict  # name -> Unit
     partial_waits: int = 0
     events: int = 0
+    first_wait_t: int | None = None  # start time of the first wait() that left refs pending
+
+    def calls_before_wait(self, name):
+        """How many of a unit's calls started before the first partial wait() (all when none)."""
+        calls = self.units[name].calls
+        if self.first_wait_t is None:
+            return len(calls)
+        return sum(1 for c in calls if c.t < self.first_wait_t)
 
 
 def _call_of(event):
     outcome = "!" + event["error"] if "error" in event else event.get("result", "")
     return Call(event.get("method") or "", event.get("args", ""), outcome, event.get("seq"),
-                event.get("args_preview", ""), event.get("result_preview", ""))
+                event.get("args_preview", ""), event.get("result_preview", ""), event.get("t", 0))
 
 
 def summarize(events) -> TraceSummary:
     """Cut a trace into units (actors in execution order, task functions)."""
     units = {}
     partial_waits = 0
+    first_wait_t = None
     actor_events = {}
     for e in events:
         kind = e.get("kind")
         if kind == "wait":
-            partial_waits += bool(e.get("partial"))
+            if e.get("partial"):
+                partial_waits += 1
+                t = e.get("t", 0)
+                first_wait_t = t if first_wait_t is None else min(first_wait_t, t)
         elif kind == "task":
             name = f"task {e['target']}"
             unit = units.setdefault(name, Unit(name, e["target"], ordered=False))
@@ -99,7 +116,7 @@ def summarize(events) -> TraceSummary:
         unit.concurrent = any(e.get("concurrent") for e in evs if e["kind"] == "actor_create")
         unit.calls = [_call_of(e) for e in _execution_order(evs)]
         units[name] = unit
-    return TraceSummary(units, partial_waits, len(events))
+    return TraceSummary(units, partial_waits, len(events), first_wait_t)
 
 
 def _execution_order(events):
@@ -123,8 +140,15 @@ def _execution_order(events):
     return sorted(events, key=lambda e: (incarnation_of[id(e)], e.get("seq") or 0))
 
 
-def project(unit: Unit, projection: str):
+def project(unit: Unit, projection: str, ordered_prefix=None):
+    """``unit`` seen through ``projection``; an "... until wait()" projection keeps the
+    order of the first ``ordered_prefix`` calls only."""
     calls = unit.calls
+    for base, name in UNTIL_WAIT.items():
+        if projection == name:
+            head = Unit(unit.name, unit.target, True, unit.concurrent, calls[:ordered_prefix])
+            tail = Unit(unit.name, unit.target, True, unit.concurrent, calls[ordered_prefix:])
+            return project(head, base), project(tail, "multiset" if base == "exact" else "calls multiset")
     if projection == "exact":
         return tuple((c.method, c.args, c.outcome) for c in calls)
     if projection == "calls in order":
@@ -139,9 +163,11 @@ def project(unit: Unit, projection: str):
 
 
 def allowed_projections(unit: Unit, waits_seen: bool):
-    if unit.ordered and not unit.concurrent and not waits_seen:
-        return PROJECTIONS
-    return [p for p in PROJECTIONS if p not in ORDERED]
+    if not unit.ordered or unit.concurrent:
+        return [p for p in PROJECTIONS if p not in ORDERED]
+    if waits_seen:
+        return [UNTIL_WAIT.get(p, p) for p in PROJECTIONS]
+    return PROJECTIONS
 
 
 # ---------------------------------------------------------------- verdicts
@@ -200,7 +226,8 @@ def compare_units(ray_runs, candidate: TraceSummary):
                 f"Ray ran {len(refs[0].calls)} call(s) that rayreact never ran, first:",
                 "  ray:      " + refs[0].calls[0].describe(refs[0].target)]))
             continue
-        verdicts.append(_compare_unit(name, refs, candidate.units[name], waits_seen))
+        prefix = min(r.calls_before_wait(name) for r in ray_runs)
+        verdicts.append(_compare_unit(name, refs, candidate.units[name], waits_seen, prefix))
     return verdicts, waits_seen
 
 
@@ -210,18 +237,21 @@ def _unit_sort_key(name):
     return (kind != "actor", rest)
 
 
-def _compare_unit(name, refs, cand, waits_seen):
+def _compare_unit(name, refs, cand, waits_seen, prefix):
     projections = allowed_projections(refs[0], waits_seen)
-    level = next((p for p in projections
-                  if all(project(r, p) == project(refs[0], p) for r in refs[1:])), None)
+
+    def same(a, b, p):
+        return project(a, p, prefix) == project(b, p, prefix)
+
+    level = next((p for p in projections if all(same(r, refs[0], p) for r in refs[1:])), None)
     if level is None:
         return UnitVerdict(name, "nondeterministic", detail=["Ray runs disagree even on which methods ran"])
-    if project(cand, level) == project(refs[0], level):
+    if same(cand, refs[0], level):
         return UnitVerdict(name, "equal", level)
-    detail = _explain(refs[0], cand, level)
+    detail = _explain(refs[0], cand, level, prefix)
     if waits_seen:
         weaker = projections[projections.index(level) + 1:]
-        held = next((p for p in weaker if project(cand, p) == project(refs[0], p)), None)
+        held = next((p for p in weaker if same(cand, refs[0], p)), None)
         if held is not None:
             return UnitVerdict(name, "warning", level, [
                 f"differs from Ray on '{level}' but agrees on '{held}'; the script uses wait() with "
@@ -229,8 +259,17 @@ def _compare_unit(name, refs, cand, waits_seen):
     return UnitVerdict(name, "diverged", level, detail)
 
 
-def _explain(ref: Unit, cand: Unit, level):
+def _explain(ref: Unit, cand: Unit, level, prefix=None):
     """Lines that show the first difference, with both sides' events."""
+    for base, name in UNTIL_WAIT.items():
+        if level == name:
+            head = _explain(_cut(ref, None, prefix), _cut(cand, None, prefix), base) \
+                if project(ref, name, prefix)[0] != project(cand, name, prefix)[0] else None
+            if head is not None:
+                return [f"(in the first {prefix} calls, made before wait() left refs pending)"] + head
+            tail_level = "multiset" if base == "exact" else "calls multiset"
+            return ([f"(after the first {prefix} calls, compared as a multiset)"]
+                    + _explain(_cut(ref, prefix, None), _cut(cand, prefix, None), tail_level))
     if level in ORDERED:
         key = (lambda c: (c.method, c.args, c.outcome)) if level == "exact" else (lambda c: (c.method, c.args))
         for i, (a, b) in enumerate(zip(ref.calls, cand.calls)):
@@ -261,6 +300,10 @@ def _explain(ref: Unit, cand: Unit, level):
                 only[key(c)] -= 1
                 shown += 1
     return lines
+
+
+def _cut(unit, start, stop):
+    return Unit(unit.name, unit.target, unit.ordered, unit.concurrent, unit.calls[start:stop])
 
 
 # ---------------------------------------------------------------- stdout and exit status

@@ -22,8 +22,8 @@ Algorithm
    ``external``) connection.
 3. *Schedule.*  Each reactor runs its reactions in trace order (deadlock-free:
    every reaction waits only on earlier ones).  A connection needs ``capacity``
-   = max over uses of lag (+1 if the reader comes after the writer in the
-   period) tokens so that no write waits on a later read.
+   = max over uses of lag (+1 unless the reader comes before the writer in
+   the period) tokens so that no write waits on a later read.
 4. *Switch point.*  ``Plan.switch`` is the position where starting replay
    needs the fewest in-flight values seeded from dynamic mode (a gather
    barrier usually needs none), soonest after the trace's end among ties.
@@ -85,17 +85,20 @@ class Period:
 
 
 def infer(trace: Trace, repeats: int = DEFAULT_REPEATS, task_slots: int = 1,
-          max_period: int | None = None) -> Plan | None:
+          max_period: int | None = None, window: int | None = None) -> Plan | None:
     """The plan of the shortest period repeated ``repeats`` times at the end of
-    ``trace``, or None if there is none."""
-    period = find_period(trace, repeats, max_period)
+    ``trace``, or None if there is none.  ``window`` bounds the work to the
+    last events of a long trace (the region found then starts within it)."""
+    period = find_period(trace, repeats, max_period, window)
     return None if period is None else build_plan(trace, period, task_slots)
 
 
-def find_period(trace: Trace, repeats: int = DEFAULT_REPEATS, max_period: int | None = None) -> Period | None:
+def find_period(trace: Trace, repeats: int = DEFAULT_REPEATS, max_period: int | None = None,
+                window: int | None = None) -> Period | None:
     if repeats < 2:
         raise ValueError("repeats must be at least 2")
-    events, base = trace.events, trace.first_index
+    events = trace.events if window is None else trace.events[-window:]
+    base = trace.first_index + len(trace.events) - len(events)
     n = len(events)
     sigs = [signature(e) for e in events]
     refs = [ref_slots(e) for e in events]
@@ -172,9 +175,11 @@ def _producers_exist(events, refs, base, start, relative):
 
 def build_plan(trace: Trace, period: Period, task_slots: int = 1) -> Plan:
     """Assemble the plan, rotated so position 0 is the cut with the fewest
-    values in flight (the loop head: lags are then only real loop-carried flows)."""
+    values in flight, preferring one right after a get or wait (the loop head:
+    lags are then only real loop-carried flows)."""
     plan = _assemble(trace, period, task_slots)
-    head = min(range(period.length), key=lambda q: (_in_flight(plan, q), q))
+    after_barrier = lambda q: plan.reactions[q - 1].op not in ("get", "wait")
+    head = min(range(period.length), key=lambda q: (_in_flight(plan, q), after_barrier(q), q))
     if head:
         turned = tuple(period.relative[(q + head) % period.length] for q in range(period.length))
         plan = _assemble(trace, Period(period.length, period.start + head, period.end, turned), task_slots)
@@ -268,7 +273,8 @@ def _arg_specs(ev, read):
 
 def _connection(cid, source, producer, ret, reactor, uses):
     if source == "period":
-        capacity = max([u.lag + (u.position > producer) for u in uses], default=1)
+        # A reaction reading its own position's older token still holds it while it writes.
+        capacity = max([u.lag + (u.position >= producer) for u in uses], default=1)
     else:
         capacity = 1
     to_driver = any(u.passing in ("get", "wait") for u in uses)

@@ -33,7 +33,7 @@ import dataclasses
 import json
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .record import ref_slots, signature
 

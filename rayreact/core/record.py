@@ -273,6 +273,7 @@ class Recorder:
         self._internal = tuple(internal)
         self._producers: dict = {}     # ref id -> RefArg
         self._externals: dict = {}     # ref id -> external RefArg
+        self._literals: dict = {}      # type -> shared Literal
         self.trace = Trace(actors=dict(actors or {}), first_index=first_index)
         self._events = self.trace.events
         self._next = first_index
@@ -286,14 +287,20 @@ class Recorder:
         to the ids of refs the serializer found inside that argument."""
         index = self._next
         self._next = index + 1
-        nested = nested or {}
-        arg_refs = tuple(self._arg(a, nested.get(i)) for i, a in enumerate(args))
-        kw_refs = tuple((k, self._arg(v, nested.get(k))) for k, v in kwargs.items())
+        if nested:
+            arg_refs = tuple([self._nested(a, nested.get(i)) for i, a in enumerate(args)])
+            kw_refs = tuple([(k, self._nested(v, nested.get(k))) for k, v in kwargs.items()])
+        else:
+            arg = self._arg
+            arg_refs = tuple([arg(a) for a in args]) if args else ()
+            kw_refs = tuple([(k, arg(v)) for k, v in kwargs.items()]) if kwargs else ()
         self._events.append(Submit(index, call_site or self.call_site(), kind, target, actor,
                                    arg_refs, kw_refs, num_returns, tuple(ref_ids)))
         producers = self._producers
-        for ret, ref_id in enumerate(ref_ids):
+        ret = 0
+        for ref_id in ref_ids:
             producers[ref_id] = RefArg(index, ret)
+            ret += 1
 
     def on_put(self, value, ref_id, nested_ids: Sequence = (), call_site: str | None = None) -> None:
         index = self._next
@@ -323,8 +330,8 @@ class Recorder:
         index = self._next
         self._next = index + 1
         nested = nested or {}
-        arg_refs = tuple(self._arg(a, nested.get(i)) for i, a in enumerate(args))
-        kw_refs = tuple((k, self._arg(v, nested.get(k))) for k, v in (kwargs or {}).items())
+        arg_refs = tuple(self._nested(a, nested.get(i)) for i, a in enumerate(args))
+        kw_refs = tuple((k, self._nested(v, nested.get(k))) for k, v in (kwargs or {}).items())
         self._events.append(ActorCreate(index, call_site or self.call_site(), class_key, actor,
                                         arg_refs, kw_refs, max_concurrency, is_async))
         self.trace.actors[actor] = ActorInfo(class_key, max_concurrency, is_async)
@@ -348,10 +355,20 @@ class Recorder:
             frame = frame.f_back
         return f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
-    def _arg(self, value, nested_ids):
+    def _arg(self, value):
         if isinstance(value, self._is_ref):
-            return self._ref(value)
-        return Literal(type(value).__name__, tuple(self._named(i) for i in nested_ids) if nested_ids else ())
+            return self._named(self._ref_id(value))
+        # Literals without nested refs are shared per type: nothing here is ever mutated.
+        kind = type(value)
+        literal = self._literals.get(kind)
+        if literal is None:
+            literal = self._literals[kind] = Literal(kind.__name__)
+        return literal
+
+    def _nested(self, value, nested_ids):
+        if nested_ids and not isinstance(value, self._is_ref):
+            return Literal(type(value).__name__, tuple(self._named(i) for i in nested_ids))
+        return self._arg(value)
 
     def _ref(self, ref) -> RefArg:
         return self._named(self._ref_id(ref))

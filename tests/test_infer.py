@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rayreact.core.infer import find_period, infer
+from rayreact.core.infer import find_period, in_flight, infer
 from rayreact.core.plan import DRIVER, Plan, Seed
 from rayreact.core.record import ACTOR_METHOD, TASK, RefArg, Recorder, Trace, ref_slots
 
@@ -625,8 +625,11 @@ def test_random_loops_infer_and_replay(program, repeats, slots):
     assert all(plan.guard.check(e) for e in warmup.trace.events[plan.start:])
     replayed = replay_check(plan, full.trace)
     assert replayed == len(full.trace.events) - plan.end - (plan.switch - plan.phase) % plan.period
+    crossing = in_flight(plan)
     for first in range(plan.start, plan.end):
         replay_check(plan, full.trace, first)
+        seeds = [x for x in plan.seeds(first) if plan.connections[x.connection].source == "period"]
+        assert crossing[plan.position(first)] == len(seeds)
 
 
 def test_window_bounds_the_search():

@@ -145,8 +145,11 @@ def test_first_index_offsets_every_index():
 def test_ref_id_of_a_non_producer_fails():
     rec = Recorder(Ref)
     rec.on_get([])
-    with pytest.raises((AttributeError, IndexError)):
+    rec.on_submit(TASK, "f", None, (), {}, 1, ["a"])
+    with pytest.raises(LookupError):
         rec.trace.ref_id(0)
+    with pytest.raises(LookupError):
+        rec.trace.ref_id(1, 1)
 
 
 def test_trace_json_round_trip():

@@ -215,9 +215,9 @@ class Plan:
     # -- presentation ---------------------------------------------------------
 
     def describe(self) -> str:
-        lines = [f"period of {self.period} events from trace event {self.start} "
-                 f"({self.start} before it), {self.repeats} full periods recorded, "
-                 f"next position {self.phase}, replay best begins at position {self.switch}"]
+        lines = [f"period of {self.period} events starting at trace event {self.start}, "
+                 f"{self.repeats} full periods recorded, next position {self.phase}, "
+                 f"replay best begins at position {self.switch}"]
         for r in self.reactors:
             extra = f" {r.class_key}" if r.class_key else ""
             extra += " (concurrent)" if r.concurrent else ""

@@ -205,6 +205,8 @@ class Trace:
         if producer < 0:
             return self.externals[-1 - producer]
         ev = self.event(producer)
+        if ret >= produces(ev):
+            raise LookupError(f"event {producer} ({type(ev).__name__}) has no return {ret}")
         return ev.ref_id if type(ev) is Put else ev.ref_ids[ret]
 
     def to_json(self) -> str:

@@ -243,6 +243,8 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
         raise ValueError(f"The 'timeout' argument must be nonnegative. Received {timeout}")
     if len(set(ray_waitables)) != len(ray_waitables):
         raise ValueError("Wait requires a list of unique ray_waitables.")
+    if not ray_waitables:
+        return [], []
     if num_returns <= 0:
         raise ValueError("Invalid number of objects to return %d." % num_returns)
     if num_returns > len(ray_waitables):
@@ -352,14 +354,6 @@ def timeline(filename=None):
             json.dump(events, f)
         return None
     return events
-
-
-def resource_ledger():
-    """The session's ResourceLedger (placement groups reserve from it); a forwarding proxy in workers."""
-    rt = _runtime()
-    if getattr(rt, "is_driver", False):
-        return rt.ledger
-    return rt.ledger_proxy()
 
 
 def get_runtime_context():

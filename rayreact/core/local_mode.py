@@ -216,14 +216,13 @@ class LocalRuntime:
                 if all_namespaces or ns == self.namespace]
 
     def resources(self, which):
-        return self.ledger.cluster_resources() if which == "total" else self.ledger.available_resources()
+        return dict(self.total)
 
-    @property
-    def ledger(self):
+    def placement_group_call(self, verb, payload):
         if not hasattr(self, "_ledger"):
             from ..util._pg_accounting import ResourceLedger
-            self._ledger = ResourceLedger(self.total, self.node_id.hex())
-        return self._ledger
+            self._ledger = ResourceLedger(self)
+        return self._ledger.handle(verb, payload)
 
     def on_ref_unpickled(self, object_id):
         pass
@@ -242,7 +241,9 @@ class LocalRuntime:
 
     @property
     def available(self):
-        return dict(self.total)
+        if not hasattr(self, "_available"):
+            self._available = dict(self.total)
+        return self._available
 
     def shutdown(self):
         self.values.clear()

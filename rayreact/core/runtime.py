@@ -63,7 +63,7 @@ class ObjectEntry:
 class TaskSpec:
     __slots__ = ("task_id", "code_id", "code", "name", "args_desc", "direct", "return_ids", "num_returns",
                  "resources", "retries_left", "retry_exceptions", "caller", "actor_id", "method", "unresolved",
-                 "worker", "env", "cancelled", "held", "is_create", "gpu_ids", "pg", "grant")
+                 "worker", "env", "cancelled", "held", "is_create", "gpu_ids", "pg")
 
     def __init__(self):
         self.unresolved = 0
@@ -74,7 +74,6 @@ class TaskSpec:
         self.is_create = False
         self.gpu_ids = ()
         self.pg = None
-        self.grant = None
 
 
 class WorkerProc:
@@ -119,7 +118,6 @@ class ActorState:
         self.resources = {}
         self.gpu_ids = ()
         self.num_restarts = 0
-        self.grant = None
         self.no_restart = False
         self.handles = 0
         self.pickled = False
@@ -168,11 +166,7 @@ class Runtime:
         self.total["node:__internal_head__"] = 1.0
         for k, v in (resources or {}).items():
             self.total[k] = float(v)
-        from ..util._pg_accounting import ResourceLedger
-        self.ledger = ResourceLedger(self.total, self.node_id.hex())
-        self.ledger.subscribe(self._on_resources_freed)
-        self.ledger.subscribe_evictions(self._on_group_evicted)
-        self._grant_owner = {}               # grant id -> TaskSpec or ActorState holding it
+        self.available = dict(self.total)
         self.free_gpu_ids = list(range(int(self.num_gpus)))
         self.store_limit = int(object_store_memory or _default_store_memory())
         self.store_used = 0
@@ -199,6 +193,7 @@ class Runtime:
         self._running = True
         self._released_backlog = []
         self._placement = None
+        self._lent_cpu = 0.0
 
         prefix = os.path.join(self.shm_dir, f"rr-{self.session}")
         self._prefix = prefix
@@ -409,6 +404,9 @@ class Runtime:
 
     # ================================================================== objects
     def _new_entry(self, oid, owner=None):
+        e = self.objects.get(oid)
+        if e is not None and e.state == PENDING:
+            return e
         e = ObjectEntry(owner)
         self.objects[oid] = e
         return e
@@ -592,10 +590,6 @@ class Runtime:
         num_returns = submission._num_returns(options)
         args_desc, direct = submission.pack_args(args, kwargs, self.shm_dir, self.session)
         code_id = submission.code_id_of(remote_function)
-        pg = self._pg_of(options)
-        if pg is not None:
-            self.ledger.check_request(submission.task_resources(options, 1), pg[0], pg[1],
-                                      what=remote_function._function_name)
         return_ids = [ids.new_id() for _ in range(num_returns)]
         refs = [ObjectRef(oid) for oid in return_ids]
         with self._lock:
@@ -672,48 +666,28 @@ class Runtime:
         self.task_queue.append(spec)
         self._schedule()
 
-    def _pg_args(self, spec):
-        return (spec.pg[0], spec.pg[1]) if spec.pg else (None, -1)
+    def _fits(self, res):
+        avail = self.available
+        for k, v in res.items():
+            if avail.get(k, 0.0) + 1e-9 < v:
+                return False
+        return True
 
-    def _try_grant(self, spec, demand, placement=None):
-        pg_id, index = self._pg_args(spec)
-        grant = self.ledger.try_acquire(demand, pg_id, index, placement)
-        if grant is not None:
-            spec.grant = grant
-        return grant is not None
+    def _feasible(self, res):
+        for k, v in res.items():
+            if self.total.get(k, 0.0) + 1e-9 < v:
+                return False
+        return True
 
-    def _return_grant(self, holder):
-        grant = holder.grant
-        if grant is not None:
-            holder.grant = None
-            self._grant_owner.pop(grant.id, None)
-            self.ledger.release(grant)
+    def _acquire(self, res):
+        for k, v in res.items():
+            self.available[k] = self.available.get(k, 0.0) - v
 
-    def _on_resources_freed(self):
-        # Called by the ledger with none of its locks held; may come from a user thread (placement groups).
-        with self._lock:
-            if self._running and not self._in_ledger_callback:
-                self._in_ledger_callback = True
-                try:
-                    self._retry_pending_actor_starts()
-                    self._schedule()
-                    self._flush_outboxes()
-                finally:
-                    self._in_ledger_callback = False
-
-    _in_ledger_callback = False
-
-    def _on_group_evicted(self, grants):
-        with self._lock:
-            for grant in grants:
-                holder = self._grant_owner.pop(grant.id, None)
-                if isinstance(holder, ActorState):
-                    holder.grant = None
-                    self._kill_locked(holder.actor_id, True)
-                elif isinstance(holder, TaskSpec) and holder.worker is not None and holder.worker.pid:
-                    holder.grant = None
-                    holder.retries_left = 0
-                    self._zygote_command(("kill", holder.worker.pid))
+    def _release(self, res):
+        for k, v in res.items():
+            self.available[k] = self.available.get(k, 0.0) + v
+        if self._placement is not None and self._placement.place_pending():
+            self._retry_pending_actor_starts()
 
     def _take_gpus(self, n):
         if not n:
@@ -740,15 +714,9 @@ class Runtime:
             if spec.cancelled:
                 continue
             res = spec.resources
-            w = self._idle_task_worker()
-            if w is None:
-                still.append(spec)
-                self._grow_pool(len(still) + len(self.task_queue))
-                continue
-            if not self._try_grant(spec, res):
-                self.idle_task_workers.appendleft(w)
-                pg_id, index = self._pg_args(spec)
-                if not self.ledger.is_feasible(res, pg_id, index):
+            ledger_ok = self._pg_fits(spec) if spec.pg else self._fits(res)
+            if not ledger_ok:
+                if not spec.pg and not self._feasible(res):
                     key = tuple(sorted(res.items()))
                     if key not in self._infeasible_warned:
                         self._infeasible_warned.add(key)
@@ -758,7 +726,15 @@ class Runtime:
                             stacklevel=2)
                 still.append(spec)
                 continue
-            self._grant_owner[spec.grant.id] = spec
+            w = self._idle_task_worker()
+            if w is None:
+                still.append(spec)
+                self._grow_pool(len(still) + len(self.task_queue))
+                continue
+            if spec.pg:
+                self._pg_acquire(spec)
+            else:
+                self._acquire(res)
             spec.gpu_ids = self._take_gpus(res.get("GPU", 0))
             self._dispatch_task(w, spec)
         self.task_queue = still
@@ -804,7 +780,10 @@ class Runtime:
             spec = w.task
             w.task = None
             if spec is not None:
-                self._return_grant(spec)
+                if spec.pg:
+                    self._pg_release(spec)
+                else:
+                    self._release(spec.resources)
                 self._give_gpus(spec.gpu_ids, spec.resources.get("GPU", 0))
             if not w.dead:
                 self.idle_task_workers.append(w)
@@ -873,11 +852,6 @@ class Runtime:
                     raise ValueError(f"The name {name} (namespace={namespace}) is already taken. Please use a "
                                      "different name or get the existing actor using "
                                      f"ray.get_actor('{name}', namespace='{namespace}')")
-        pg = self._pg_of(options)
-        if pg is not None:
-            res = submission.task_resources(options, 0)
-            self.ledger.check_request(res, pg[0], pg[1], None if res else {"CPU": 1.0},
-                                      what=f"actor {actor_class._cls.__name__}")
         args_desc, direct = submission.pack_args(args, kwargs, self.shm_dir, self.session)
         code_id = submission.code_id_of(actor_class)
         actor_id = ids.actor_id()
@@ -934,20 +908,19 @@ class Runtime:
                 error_msg=f"The actor died because of an error raised in its creation task: {err}"))
             return
         res = actor.resources
-        placement = None if res else {"CPU": 1.0}
-        if not self._try_grant(spec, res, placement):
-            pg_id, index = self._pg_args(spec)
-            if not self.ledger.is_feasible(placement or res, pg_id, index) and not getattr(actor, "_warned", False):
-                actor._warned = True
-                warnings.warn(f"The actor {actor.class_name} requires {placement or res}, which this node "
-                              f"({self.total}) cannot satisfy; it will wait until resources are added.",
-                              stacklevel=2)
-            if spec not in self._pending_actor_starts:
+        if spec.pg:
+            if not self._pg_fits(spec):
                 self._pending_actor_starts.append(spec)
+                return
+            self._pg_acquire(spec)
+        elif not self._fits(res):
+            if not self._feasible(res):
+                warnings.warn(f"The actor {actor.class_name} requires {res}, which this node ({self.total}) "
+                              "cannot satisfy; it will wait until resources are added.", stacklevel=2)
+            self._pending_actor_starts.append(spec)
             return
-        actor.grant = spec.grant
-        spec.grant = None
-        self._grant_owner[actor.grant.id] = actor
+        else:
+            self._acquire(res)
         actor.gpu_ids = self._take_gpus(res.get("GPU", 0))
         extra_env = {}
         if self.num_gpus:
@@ -1083,10 +1056,16 @@ class Runtime:
             actor.create_spec = None
 
     def _release_actor_resources(self, actor):
-        if actor.grant is not None:
+        spec = actor.create_spec
+        if actor.resources and actor.worker is not None and not getattr(actor, "_released", False):
+            actor._released = True
+            if spec is not None and spec.pg:
+                self._pg_release(spec)
+            else:
+                self._release(actor.resources)
             self._give_gpus(actor.gpu_ids, actor.resources.get("GPU", 0))
-            actor.gpu_ids = ()
-            self._return_grant(actor)
+            self._retry_pending_actor_starts()
+            self._schedule()
 
     def _on_worker_died(self, w, reason):
         w.dead = True
@@ -1100,7 +1079,10 @@ class Runtime:
             spec = w.task
             w.task = None
             if spec is not None:
-                self._return_grant(spec)
+                if spec.pg:
+                    self._pg_release(spec)
+                else:
+                    self._release(spec.resources)
                 self._give_gpus(spec.gpu_ids, spec.resources.get("GPU", 0))
                 if spec.cancelled:
                     self._complete_with_error(spec, exceptions.TaskCancelledError(spec.task_id.hex()))
@@ -1154,6 +1136,7 @@ class Runtime:
                 self._complete_with_error(spec, err)
         actor.in_flight.clear()
         self._release_actor_resources(actor)
+        actor._released = False
         actor.worker = None
         self._start_actor(actor.create_spec)
 
@@ -1263,9 +1246,20 @@ class Runtime:
             return out
 
     def resources(self, which):
+        with self._lock:
+            return self._resources_locked(which)
+
+    def _resources_locked(self, which):
         if which == "total":
-            return self.ledger.cluster_resources()
-        return self.ledger.available_resources()
+            view = dict(self.total)
+        else:
+            # A task blocked in get lends its CPU to nested work, but Ray still reports it as in use.
+            view = dict(self.available)
+            view["CPU"] = view.get("CPU", 0.0) - self._lent_cpu
+            view = {k: v for k, v in view.items() if v > 1e-9}
+        if self._placement is not None:
+            view.update(self._placement.resource_view(which))
+        return view
 
     # ================================================================== requests from workers
     def _on_request(self, w, req_id, verb, payload):
@@ -1311,7 +1305,7 @@ class Runtime:
                 a = self.actors[actor_id]
                 self._reply(w, req_id, (a.actor_id, a.class_name, a.methods))
         elif verb == protocol.V_RESOURCES:
-            self._reply(w, req_id, self.resources(payload))
+            self._reply(w, req_id, self._resources_locked(payload))
         elif verb == protocol.V_NAMED_LIST:
             all_ns, ns = payload
             out = []
@@ -1324,10 +1318,7 @@ class Runtime:
             if state is not None and state.get("blocked"):
                 self._unblock(w)
         elif verb == protocol.V_PG:
-            try:
-                self._reply(w, req_id, (True, self.ledger_call(*payload)))
-            except Exception as exc:  # noqa: BLE001 - the caller re-raises it
-                self._reply(w, req_id, (False, exc))
+            self._reply(w, req_id, self._placement_request(*payload))
 
     def _adopt_refs(self, w, oids):
         for oid in oids:
@@ -1359,8 +1350,10 @@ class Runtime:
             # A task blocked in get gives its CPU back so nested work can run (as Ray does).
             state["blocked"] = True
             w.blocked += 1
-            if w.blocked == 1 and w.task is not None:
-                self._return_grant(w.task)
+            if w.task is not None and not w.task.pg:
+                cpu = w.task.resources.get("CPU", 0)
+                self._lent_cpu += cpu
+                self._release({"CPU": cpu})
             self._schedule()
             self._grow_pool(len(self.task_queue))
 
@@ -1383,10 +1376,10 @@ class Runtime:
 
     def _unblock(self, w):
         w.blocked -= 1
-        if w.blocked == 0 and w.task is not None and w.task.grant is None:
-            # Re-take what it gave back; if it does not fit, run oversubscribed (as Ray does).
-            if self._try_grant(w.task, w.task.resources):
-                self._grant_owner[w.task.grant.id] = w.task
+        if w.task is not None and not w.task.pg:
+            cpu = w.task.resources.get("CPU", 0)
+            self._lent_cpu -= cpu
+            self._acquire({"CPU": cpu})
 
     def _worker_wait(self, w, req_id, object_ids, num_returns, timeout):
         def flags():
@@ -1438,14 +1431,35 @@ class Runtime:
             index = getattr(strategy, "placement_group_bundle_index", -1)
         if pg is None or pg == "default":
             return None
-        pg_id = pg.id.hex() if hasattr(pg.id, "hex") and not isinstance(pg.id, str) else pg.id
-        return (pg_id, -1 if index is None else index)
+        return (pg.id.binary() if hasattr(pg.id, "binary") else pg.id, -1 if index is None else index)
 
-    def ledger_call(self, method, args, kwargs):
-        """A placement-group operation requested by a worker (wait_group never blocks the driver)."""
-        if method == "wait_group":
-            args = (args[0], 0)
-        return getattr(self.ledger, method)(*args, **kwargs)
+    def _ledger(self):
+        if self._placement is None:
+            from ..util import _pg_accounting
+            self._placement = _pg_accounting.ResourceLedger(self)
+        return self._placement
+
+    def _pg_fits(self, spec):
+        return self._ledger().can_acquire(spec.pg[0], spec.pg[1], spec.resources if not spec.is_create else
+                                           self.actors[spec.actor_id].resources)
+
+    def _pg_acquire(self, spec):
+        res = spec.resources if not spec.is_create else self.actors[spec.actor_id].resources
+        spec.pg = (spec.pg[0], self._ledger().acquire(spec.pg[0], spec.pg[1], res))
+
+    def _pg_release(self, spec):
+        res = spec.resources if not spec.is_create else self.actors[spec.actor_id].resources
+        self._ledger().release(spec.pg[0], spec.pg[1], res)
+
+    def _placement_request(self, verb, payload):
+        result = self._ledger().handle(verb, payload)
+        self._retry_pending_actor_starts()
+        self._schedule()
+        return result
+
+    def placement_group_call(self, verb, payload):
+        with self._lock:
+            return self._placement_request(verb, payload)
 
     # ================================================================== handles, refs
     def on_ref_unpickled(self, object_id):

@@ -554,8 +554,8 @@ class Worker:
     def list_named_actors(self, all_namespaces):
         return self._request(protocol.V_NAMED_LIST, (all_namespaces, self.namespace))
 
-    def ledger_proxy(self):
-        return _LedgerProxy(self)
+    def placement_group_call(self, verb, payload):
+        return self._request(protocol.V_PG, (verb, payload))
 
     def on_ref_unpickled(self, object_id):
         pass
@@ -579,33 +579,6 @@ class Worker:
         if not visible:
             return []
         return [int(x) if x.isdigit() else x for x in visible.split(",") if x]
-
-
-class _LedgerProxy:
-    """The driver's ResourceLedger, seen from a worker: each method call is a request."""
-
-    def __init__(self, worker):
-        self._worker = worker
-
-    def __getattr__(self, method):
-        def call(*args, **kwargs):
-            if method == "wait_group":
-                pg_id, timeout = args[0], (args[1] if len(args) > 1 else kwargs.get("timeout"))
-                deadline = None if timeout is None else time.monotonic() + timeout
-                while True:
-                    if self._call("wait_group", (pg_id, 0), {}):
-                        return True
-                    if deadline is not None and time.monotonic() >= deadline:
-                        return False
-                    time.sleep(0.01)
-            return self._call(method, args, kwargs)
-        return call
-
-    def _call(self, method, args, kwargs):
-        ok, value = self._worker._request(protocol.V_PG, (method, args, kwargs))
-        if not ok:
-            raise value
-        return value
 
 
 class _DependencyFailed(Exception):

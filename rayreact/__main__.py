@@ -1,7 +1,5 @@
-"""``python -m rayreact``: the ``rayreact`` command line (see :mod:`rayreact.cli`)."""
-
 import sys
 
-from rayreact.cli import main
+from .cli import main
 
 sys.exit(main())

@@ -1,75 +1,89 @@
-"""The ``rayreact`` command: ``run | compare | bench | status | timeline``.
+"""``rayreact run | compare | bench | status | timeline``.
 
-``rayreact run script.py [args]`` runs an unmodified Ray script on rayreact:
-``import ray`` (and every ``ray.X`` submodule) resolves to rayreact's modules,
-then the script runs as ``__main__`` with ``sys.argv = [script, *args]``.
+``rayreact run script.py [args...]`` runs an unmodified ``import ray`` script
+with rayreact standing in for ``ray`` and every ``ray.*`` submodule, in this
+process and in every worker it starts.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
-import subprocess
 import sys
 
-USAGE = """usage: rayreact <command> [args]
 
-commands:
-  run SCRIPT [ARGS...]       run an unmodified Ray script on rayreact
-  compare SCRIPT [ARGS...]   run it under real Ray and under rayreact, compare what ran (see --help)
-  bench [ARGS...]            side-by-side benchmarks (python -m benchmarks)
-  status                     rayreact sessions on this machine
-  timeline                   see ray.timeline() in your script
-"""
-
-
-def run(argv):
-    if not argv or argv[0] in ("-h", "--help"):
-        print("usage: rayreact run SCRIPT [ARGS...]")
-        return 0 if argv else 2
-    from rayreact.compat import alias, script_runner
-
+def _run(argv):
+    parser = argparse.ArgumentParser(prog="rayreact run", description=_run.__doc__)
+    parser.add_argument("--no-reactor", action="store_true", help="replay off: dynamic runtime only")
+    parser.add_argument("--trace", metavar="PATH", help="write a JSON-lines call trace (see rayreact.compat.trace)")
+    parser.add_argument("script")
+    parser.add_argument("args", nargs=argparse.REMAINDER)
+    ns = parser.parse_args(argv)
+    if ns.no_reactor:
+        os.environ["RAYREACT_REACTOR"] = "0"
+    if ns.trace:
+        os.environ["RAYREACT_TRACE"] = os.path.abspath(ns.trace)
+    os.environ["RAYREACT_ALIAS_RAY"] = "1"
+    from .compat import alias, script_runner
     alias.install()
-    return script_runner.run_script(argv[0], argv[1:])
+    return script_runner.run_script(ns.script, ns.args)
 
 
-def compare(argv):
-    from rayreact.compat import compare as _compare
-
-    return _compare.main(argv)
+_run.__doc__ = "Run an unmodified Ray script on rayreact."
 
 
-def bench(argv):
-    return subprocess.call([sys.executable, "-m", "benchmarks", *argv])
+def _compare(argv):
+    from .compat import compare
+    return compare.main(argv)
 
 
-def status(argv):
-    out = subprocess.run(["pgrep", "-af", "rayreact.core.(worker|zygote)"], capture_output=True, text=True).stdout
-    lines = [line for line in out.splitlines() if str(os.getpid()) not in line.split()[:1]]
-    print(f"{len(lines)} rayreact worker process(es) on this machine")
-    for line in lines:
-        print("  " + line)
+def _bench(argv):
+    import runpy
+    sys.argv = ["benchmarks", *argv]
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    try:
+        runpy.run_module("benchmarks", run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        return exc.code or 0
     return 0
 
 
-def timeline(argv):
-    print("Call ray.timeline(filename) in your script (rayreact writes Chrome-trace JSON), "
-          "then open the file in https://ui.perfetto.dev or chrome://tracing.")
+def _status(argv):
+    from .core import channel
+    import glob
+    segments = glob.glob("/dev/shm/rr-*")
+    print(f"rayreact {__import__('rayreact').rayreact_version} (Ray API {__import__('rayreact').__version__})")
+    print(f"channels: {channel.IMPLEMENTATION}")
+    print(f"shared-memory files of live sessions: {len(segments)}")
     return 0
 
 
-COMMANDS = {"run": run, "compare": compare, "bench": bench, "status": status, "timeline": timeline}
+def _timeline(argv):
+    parser = argparse.ArgumentParser(prog="rayreact timeline")
+    parser.add_argument("script")
+    parser.add_argument("--out", default="timeline.json")
+    parser.add_argument("args", nargs=argparse.REMAINDER)
+    ns = parser.parse_args(argv)
+    os.environ["RAYREACT_TIMELINE"] = os.path.abspath(ns.out)
+    return _run([ns.script, *ns.args])
+
+
+COMMANDS = {"run": _run, "compare": _compare, "bench": _bench, "status": _status, "timeline": _timeline}
 
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE)
-        return 0 if argv else 2
-    command = COMMANDS.get(argv[0])
-    if command is None:
-        print(f"rayreact: unknown command {argv[0]!r}\n\n{USAGE}", file=sys.stderr)
-        return 2
-    return command(argv[1:])
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        print("usage: rayreact {run,compare,bench,status,timeline} ...\n"
+              "  run script.py [args]      run an unmodified Ray script on rayreact\n"
+              "  compare script.py [args]  run under real Ray and rayreact, diff the call traces\n"
+              "  bench [--quick] [--only NAME]  side-by-side benchmarks (rayreact vs Ray)\n"
+              "  status                    build and session information\n"
+              "  timeline script.py        run and write a Chrome trace", file=sys.stderr)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    return COMMANDS[argv[0]](argv[1:]) or 0
 
 
 if __name__ == "__main__":

@@ -78,6 +78,10 @@ def main():
     except ImportError:
         pass
     from rayreact.core import channel, protocol, worker
+    if os.environ.get("RAYREACT_ALIAS_RAY") == "1":
+        # The driver runs an unmodified Ray script: code pickled there says "import ray".
+        from rayreact.compat import alias
+        alias.install()
     for mod in config.get("preload", ()):
         try:
             __import__(mod)

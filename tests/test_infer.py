@@ -271,6 +271,33 @@ def test_lag_two_needs_two_tokens():
     replay_check(plan, s.trace, plan.start)
 
 
+def test_pipelined_gather_reads_the_previous_period():
+    s = Script(["a", "b"])
+    pending = [s.call(x, "step") for x in "ab"]
+    for step in range(6):
+        ahead = [s.call(x, "step") for x in "ab"]
+        s.get(pending)
+        pending = ahead
+    plan = infer(s.trace)
+    assert plan.period == 3 and plan.reactions[0].target == "step"
+    gather = plan.reactions[2]
+    assert [i.lag for i in gather.reads] == [1, 1]
+    assert all(c.capacity == 2 for c in plan.connections)
+    assert len(plan.seeds(plan.end)) == 2
+    replay_check(plan, s.trace, plan.start)
+
+
+def test_long_lags_block_the_plan():
+    s = Script(["a"])
+    made = [s.put(k) for k in range(4)]
+    for step in range(12):
+        made.append(s.call("a", "f"))
+        s.get(made[-4])
+    assert infer(s.trace).replayable
+    blockers = infer(s.trace, max_lag=2).blockers
+    assert len(blockers) == 1 and "read 3 periods after" in blockers[0]
+
+
 def test_tasks_spread_over_slots():
     s = Script()
     for step in range(4):
@@ -579,7 +606,9 @@ def loop_programs(draw):
         num_returns = draw(st.integers(1, 2))
         steps.append((target, args, num_returns))
         made += [(i, r) for r in range(num_returns)]
-    gets = draw(st.lists(st.sampled_from(made), min_size=1, max_size=3))
+    reads = st.one_of(st.sampled_from(made).map(lambda m: ("now", m)),
+                      st.tuples(st.just("carried"), st.integers(1, 2), st.sampled_from(made)))
+    gets = draw(st.lists(reads, min_size=1, max_size=3))
     return steps, gets
 
 
@@ -608,7 +637,14 @@ def run_program(program, iterations):
             else:
                 out = s.call(target, "m", *values, num_returns=num_returns)
             outs.append([out] if num_returns == 1 else list(out))
-        s.get([outs[i][r] for i, r in gets])
+        got = []
+        for kind, *where in gets:
+            if kind == "now":
+                got.append(outs[where[0][0]][where[0][1]])
+            else:
+                old = history[-where[0]]
+                got.append(old[where[1][0] % len(old)][0])
+        s.get(got)
         history.append(outs)
     return s
 

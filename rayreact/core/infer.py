@@ -86,6 +86,7 @@ from .plan import (DRIVER, ArgSpec, Connection, Expect, Guard, Input, Plan, Reac
 from .record import ACTOR_METHOD, Literal, RefArg, Submit, Trace, produces, ref_slots, signature
 
 DEFAULT_REPEATS = 3
+DEFAULT_MAX_LAG = 16
 
 
 @dataclass(frozen=True)
@@ -101,12 +102,19 @@ class Period:
 
 
 def infer(trace: Trace, repeats: int = DEFAULT_REPEATS, task_slots: int = 1,
-          max_period: int | None = None, window: int | None = None) -> Plan | None:
+          max_period: int | None = None, window: int | None = None, max_lag: int = DEFAULT_MAX_LAG) -> Plan | None:
     """The plan of the shortest period repeated ``repeats`` times at the end of
     ``trace``, or None if there is none.  ``window`` bounds the work to the
-    last events of a long trace (the region found then starts within it)."""
+    last events of a long trace (the region found then starts within it).  A
+    value read more than ``max_lag`` periods after it is made blocks the plan
+    (its buffers would hold that many tokens)."""
     period = find_period(trace, repeats, max_period, window)
-    return None if period is None else build_plan(trace, period, task_slots)
+    if period is None:
+        return None
+    plan = build_plan(trace, period, task_slots)
+    late = [f"c{c.id} is read {max(u.lag for u in c.uses)} periods after it is written (max_lag {max_lag})"
+            for c in plan.connections if c.uses and max(u.lag for u in c.uses) > max_lag]
+    return dataclasses.replace(plan, blockers=plan.blockers + tuple(late)) if late else plan
 
 
 def find_period(trace: Trace, repeats: int = DEFAULT_REPEATS, max_period: int | None = None,

@@ -190,6 +190,17 @@ def loads_pack(buf: memoryview):
     return pickle.loads(view[inband_at:inband_at + inband_len], buffers=buffers)
 
 
+def map_segment(path: str) -> memoryview:
+    """A read-only view of a whole segment file."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+    finally:
+        os.close(fd)
+    return memoryview(mm)
+
+
 class SegmentCache:
     """Read-only mappings of segments this process reads, kept while it may read them again."""
 

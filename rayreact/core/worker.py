@@ -239,7 +239,9 @@ class Worker:
         if kind == INLINE:
             value = serialization.loads_pack(payload)
         else:
-            value = serialization.loads_pack(self._segments.view(payload))
+            # Map, read, forget: the mapping lives exactly as long as the values that view it,
+            # so a freed object's memory goes back to the OS once the user drops it.
+            value = serialization.loads_pack(serialization.map_segment(payload))
         for oid in contained:
             self._received[oid] += 1
         return value, is_error

@@ -7,7 +7,8 @@ Matches ``ray.util.multiprocessing.Pool`` of Ray 2.60:
   chunks handed round-robin to the actors, each chunk one actor call;
 * a function's exception is caught in the actor and re-raised by ``get`` as the
   original exception (not a ``RayTaskError``), as ``multiprocessing`` does;
-  ``imap``/``imap_unordered`` yield it wrapped in a ``PoolTaskError`` as Ray does;
+  as in Ray, ``imap``/``imap_unordered`` yield it wrapped in a ``PoolTaskError``
+  and ``error_callback`` receives that ``PoolTaskError``;
 * timeouts raise ``multiprocessing.TimeoutError``;
 * ``maxtasksperchild`` counts chunks: an actor that has run that many retires
   (after finishing its queued work) and a fresh one takes its place.

@@ -366,6 +366,8 @@ class Runtime:
             if w is not None:
                 w.pid = msg[2]
                 self.pid_to_worker[msg[2]] = w
+                if w.actor is not None and w.actor.state == "DEAD" and w.actor.worker is w:
+                    self._kill_pid(w.pid)
         elif kind == protocol.DIED:
             w = self.pid_to_worker.pop(msg[1], None)
             if w is not None and not w.dead:
@@ -1043,7 +1045,7 @@ class Runtime:
         if w is not None:
             self._release_actor_resources(actor)
             if kill and not w.dead and w.pid:
-                self._zygote_command(("kill", w.pid))
+                self._kill_pid(w.pid)
         for spec in list(actor.in_flight.values()):
             self._complete_with_error(spec, error)
         actor.in_flight.clear()
@@ -1171,13 +1173,20 @@ class Runtime:
         if no_restart:
             actor.no_restart = True
             actor.killed = True
+            # Dead from now on, as in Ray: later calls fail at once, even before the process is gone.
+            self._actor_died(actor, exceptions.ActorDiedError(
+                error_msg=f"The actor {actor.class_name} (id={actor.actor_id.hex()}) was killed by ray.kill()."),
+                kill=True)
+            return
         w = actor.worker
         if w is not None and not w.dead and w.pid:
-            self._zygote_command(("kill", w.pid))
-        elif w is None or not w.pid:
-            # Not started yet (or being started): mark dead now, kill whatever starts.
-            self._actor_died(actor, exceptions.ActorDiedError(
-                error_msg=f"The actor {actor.class_name} was killed by ray.kill()."), kill=True)
+            self._kill_pid(w.pid)
+
+    def _kill_pid(self, pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            self._zygote_command(("kill", pid))
 
     def cancel(self, object_id, force=False, recursive=True):
         with self._lock:

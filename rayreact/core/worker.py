@@ -394,6 +394,7 @@ class Worker:
         (_, task_id, method_name, args_desc, arg_descs, return_ids, num_returns) = msg
         name = f"{self.display_name}.{method_name}"
         exiting = False
+        self.current_task_id = task_id
         try:
             args, kwargs = self.resolve_args(args_desc, arg_descs)
             value = self._call_target(method_name)(*args, **kwargs)
@@ -420,6 +421,7 @@ class Worker:
         name = f"{self.display_name}.{method_name}"
         exiting = False
         sem = self._async_sem
+        self.current_task_id = task_id
         if sem is not None:
             await sem.acquire()
         try:

@@ -64,7 +64,8 @@ def _method_table(cls) -> dict:
                 sig = sig.replace(parameters=params)
         except (TypeError, ValueError):
             sig = None
-        table[name] = MethodInfo(name, opts.get("num_returns", 1), sig,
+        generator = inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
+        table[name] = MethodInfo(name, opts.get("num_returns", "streaming" if generator else 1), sig,
                                  inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn), takes_self)
     for special in ("__ray_ready__", "__ray_terminate__"):
         table[special] = MethodInfo(special, 1, None, False, True)

@@ -74,3 +74,88 @@ def _rebuild(object_id):
     if rt is not None:
         rt.on_ref_unpickled(object_id)
     return ref
+
+
+class ObjectRefGenerator:
+    """What a generator task returns (``num_returns="streaming"``, Ray's default for generators).
+
+    Iterating yields one ObjectRef per value the task yields, as soon as each is
+    produced; if the task raises, the next ref holds the error.
+    """
+
+    def __init__(self, stream_ref: ObjectRef):
+        self._stream_ref = stream_ref
+        self._index = 0
+        self._finished = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        ref = self._next_sync(None)
+        if ref is None:
+            raise StopIteration
+        return ref
+
+    def _next_sync(self, timeout_s=None):
+        if self._finished:
+            return None
+        from .core import context
+        kind, oid = context.current.stream_next(self._stream_ref._id, self._index, timeout_s)
+        if kind == "item":
+            self._index += 1
+            return ObjectRef(oid) if not isinstance(oid, ObjectRef) else oid
+        self._finished = True
+        if kind == "error":
+            return self._stream_ref
+        return None
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        import asyncio
+        ref = await asyncio.get_running_loop().run_in_executor(None, self._next_sync, None)
+        if ref is None:
+            raise StopAsyncIteration
+        return ref
+
+    def completed(self) -> ObjectRef:
+        return self._stream_ref
+
+    def is_finished(self) -> bool:
+        return self._finished
+
+    def next_ready(self) -> bool:
+        from .core import context
+        try:
+            kind, _ = context.current.stream_next(self._stream_ref._id, self._index, 0, peek=True)
+        except Exception:
+            return False
+        return kind != "pending"
+
+    def __del__(self):
+        try:
+            if not self._finished:
+                from .core import context
+                rt = context.current
+                if rt is not None:
+                    rt.stream_drop(self._stream_ref._id, self._index)
+        except Exception:
+            pass
+
+    def __repr__(self):
+        return f"ObjectRefGenerator({self._stream_ref.hex()})"
+
+
+class DynamicObjectRefGenerator:
+    """The value of a ``num_returns="dynamic"`` task: an iterable of ObjectRefs."""
+
+    def __init__(self, refs):
+        self._refs = list(refs)
+
+    def __iter__(self):
+        return iter(self._refs)
+
+    def __len__(self):
+        return len(self._refs)

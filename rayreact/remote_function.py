@@ -17,6 +17,8 @@ class RemoteFunction:
         self._function = function
         self._default_options = task_options
         self._signature = _safe_signature(function)
+        generator = inspect.isgeneratorfunction(function) or inspect.isasyncgenfunction(function)
+        self._default_num_returns = "streaming" if generator else 1
         self._function_name = f"{function.__module__}.{function.__qualname__}"
         self._code_id = None          # assigned by the runtime the first time it ships the code
         self._ray_twin = None         # real-Ray delegate, built on demand

@@ -96,11 +96,7 @@ class Language:
     CPP = 2
 
 
-class ObjectRefGenerator:
-    """Streaming generators are not supported yet; the name exists so isinstance checks resolve."""
-
-
-DynamicObjectRefGenerator = ObjectRefGenerator
+from .object_ref import DynamicObjectRefGenerator, ObjectRefGenerator  # noqa: E402,F401
 
 
 class LoggingConfig:

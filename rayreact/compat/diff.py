@@ -250,8 +250,16 @@ def _compare_unit(name, refs, cand, waits_seen, prefix):
         return UnitVerdict(name, "equal", level)
     detail = _explain(refs[0], cand, level, prefix)
     if waits_seen:
-        weaker = projections[projections.index(level) + 1:]
-        held = next((p for p in weaker if same(cand, refs[0], p)), None)
+        if level in UNTIL_WAIT.values():
+            if project(cand, level, prefix)[0] != project(refs[0], level, prefix)[0]:
+                return UnitVerdict(name, "diverged", level, detail)  # before the wait, order is fixed
+            tail = _cut(refs[0], prefix, None)
+            cand_tail = _cut(cand, prefix, None)
+            weaker = ["calls multiset", "methods"]
+            held = next((p for p in weaker if project(cand_tail, p) == project(tail, p)), None)
+        else:
+            weaker = projections[projections.index(level) + 1:]
+            held = next((p for p in weaker if same(cand, refs[0], p)), None)
         if held is not None:
             return UnitVerdict(name, "warning", level, [
                 f"differs from Ray on '{level}' but agrees on '{held}'; the script uses wait() with "
@@ -308,7 +316,8 @@ def _cut(unit, start, stop):
 
 # ---------------------------------------------------------------- stdout and exit status
 
-_FORWARDED = re.compile(r"^\x1b?\[?[0-9;]*m?\((?:[^()]*\bpid=\d+[^()]*)\)")
+# Lines Ray forwards from other processes: "(f pid=123) ...", "(raylet) ...", maybe colored.
+_FORWARDED = re.compile(r"^(?:\x1b\[[0-9;]*m)?\((?:[^()]*\bpid=\d+[^()]*|[A-Za-z_][\w.-]*(?:,? ip=[^()]*)?)\)")
 
 
 def stdout_lines(text):

@@ -85,9 +85,15 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 class _Canonical:
     """Feeds a canonical, type-tagged encoding of a value into a hash."""
 
-    def __init__(self, hasher):
+    def __init__(self, hasher, stack=None):
         self._h = hasher
-        self._stack = set()
+        self._stack = set() if stack is None else stack  # ids being encoded: cycle detection
+
+    def _sub_digest(self, obj):
+        """Digest of a part (dict entries, set members: sorted by digest), same cycle stack."""
+        h = hashlib.blake2b(digest_size=8)
+        _Canonical(h, self._stack).feed(obj)
+        return h.hexdigest()
 
     def _tag(self, tag, text=""):
         data = text.encode("utf-8", "surrogatepass")
@@ -133,10 +139,10 @@ class _Canonical:
         elif isinstance(obj, dict):
             self._tag("d", _type_name(t))
             self._feed_unordered(itertools.chain.from_iterable(
-                sorted(((digest(k), digest(v)) for k, v in obj.items()))))
+                sorted(((self._sub_digest(k), self._sub_digest(v)) for k, v in obj.items()))))
         elif isinstance(obj, (set, frozenset)):
             self._tag("e", _type_name(t))
-            self._feed_unordered(sorted(digest(item) for item in obj))
+            self._feed_unordered(sorted(self._sub_digest(item) for item in obj))
         elif isinstance(obj, memoryview):
             self.feed(obj.tobytes())
         elif _is_numpy_array(obj):

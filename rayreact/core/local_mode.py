@@ -9,6 +9,7 @@ are not.  A call runs at submission; its result (or error) waits in a dict.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import traceback
 
@@ -103,11 +104,15 @@ class LocalRuntime:
             except serialization.SerializationError as exc:
                 raise TypeError(str(exc)) from None
             value = fn(*a, **k)
-            if asyncio.iscoroutine(value):
+            if inspect.iscoroutine(value):
                 value = asyncio.run(value)
-            if num_returns == 1:
+            if num_returns < 0:
+                self._store_stream(return_ids[0], value, num_returns)
+            elif num_returns == 1:
                 self._store(return_ids[0], value)
             elif num_returns > 1:
+                if inspect.isgenerator(value):
+                    value = list(value)
                 if not isinstance(value, (tuple, list)) or len(value) != num_returns:
                     raise ValueError(f"Task returned a value that is not a sequence of {num_returns} items.")
                 for oid, v in zip(return_ids, value):
@@ -124,6 +129,30 @@ class LocalRuntime:
         finally:
             self.current_task_id = prev
 
+    def _store_stream(self, stream_id, value, num_returns):
+        from ..object_ref import DynamicObjectRefGenerator
+        count = 0
+        item_ids = []
+        for item in value:
+            oid = submission.item_id(stream_id, count)
+            self._store(oid, item)
+            item_ids.append(oid)
+            count += 1
+        if num_returns == submission.STREAMING:
+            self._store(stream_id, count)
+        else:
+            self._store(stream_id, DynamicObjectRefGenerator([ObjectRef(o) for o in item_ids]))
+
+    def stream_next(self, stream_id, index, timeout, peek=False):
+        item = submission.item_id(stream_id, index)
+        if item in self.values:
+            return ("item", item if peek else ObjectRef(item))
+        pack, is_error = self.values.get(stream_id, (None, False))
+        return ("error", None) if is_error else ("end", None)
+
+    def stream_drop(self, stream_id, index):
+        pass
+
     def _store_error(self, name, exc, return_ids, actor):
         tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
@@ -137,8 +166,8 @@ class LocalRuntime:
                 self._store(oid, exceptions.RayTaskError(name, text, RuntimeError(repr(exc))), True)
 
     def submit_task(self, remote_function, args, kwargs, options):
-        num_returns = submission._num_returns(options)
-        return_ids = [ids.new_id() for _ in range(num_returns)]
+        num_returns = submission._num_returns(options, remote_function._default_num_returns)
+        return_ids = [ids.new_id() for _ in range(submission.return_count(num_returns))]
         refs = [ObjectRef(oid) for oid in return_ids]
         self._run(remote_function._function_name, remote_function._function, args, kwargs, return_ids, num_returns)
         return submission._returns(refs, num_returns)
@@ -174,8 +203,9 @@ class LocalRuntime:
         return ActorHandle(aid, actor.class_name, actor.methods, original=True)
 
     def submit_actor_call(self, handle, info, args, kwargs, num_returns):
+        num_returns = submission.normalize_num_returns(num_returns)
         actor = self.actors.get(handle._actor_id)
-        return_ids = [ids.new_id() for _ in range(num_returns)]
+        return_ids = [ids.new_id() for _ in range(submission.return_count(num_returns))]
         refs = [ObjectRef(oid) for oid in return_ids]
         if actor is None or actor.dead_error is not None:
             err = actor.dead_error if actor else exceptions.ActorDiedError(error_msg="Unknown actor.")

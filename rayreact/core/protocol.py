@@ -10,6 +10,7 @@ Driver ──▶ worker                         Worker ──▶ driver
   CANCEL      task_id                      Zygote ──▶ driver
                                              SPAWNED     worker_index, pid
                                              DIED        pid, status
+  (worker) STREAM_ITEM task_id, item_id, descriptor, keep   (one yielded value of a generator task)
 
 An object travels as a *descriptor* ``(kind, payload, contained, is_error)``:
 ``kind`` INLINE carries the pack bytes, SEGMENT the segment path (see serialization).
@@ -18,11 +19,11 @@ An object travels as a *descriptor* ``(kind, payload, contained, is_error)``:
 import pickle
 
 DEFINE, RUN_TASK, CREATE, CALL, REPLY, EXIT, CANCEL = range(7)
-READY, DONE, REQUEST, RELEASE, EXITING, SPAWNED, DIED = range(10, 17)
+READY, DONE, REQUEST, RELEASE, EXITING, SPAWNED, DIED, STREAM_ITEM = range(10, 18)
 
 # Nested API verbs a worker asks the driver to carry out.
 (V_SUBMIT_TASK, V_CREATE_ACTOR, V_SUBMIT_CALL, V_GET, V_WAIT, V_PUT, V_KILL, V_CANCEL, V_GET_ACTOR,
- V_RESOURCES, V_CANCEL_GET, V_HANDLE, V_NAMED_LIST, V_PG) = range(14)
+ V_RESOURCES, V_CANCEL_GET, V_HANDLE, V_NAMED_LIST, V_PG, V_STREAM_NEXT, V_STREAM_DROP) = range(16)
 
 
 def dumps(msg) -> bytes:

@@ -194,6 +194,7 @@ class Runtime:
         self._released_backlog = []
         self._placement = None
         self._lent_cpu = 0.0
+        self._streams = {}     # stream id -> StreamState, for generator tasks still being consumed
 
         prefix = os.path.join(self.shm_dir, f"rr-{self.session}")
         self._prefix = prefix
@@ -395,6 +396,8 @@ class Runtime:
                     else:
                         e.borrowers.pop(w.index, None)
                     self._maybe_free(oid, e)
+        elif kind == protocol.STREAM_ITEM:
+            self._on_stream_item(w, msg[1], msg[2], msg[3])
         elif kind == protocol.READY:
             w.ready = True
             if w.kind == "task" and w.task is None:
@@ -442,6 +445,8 @@ class Runtime:
         if deps:
             for cb in deps:
                 cb(oid, e)
+        if self._streams:
+            self._on_stream_done(oid)
         self._maybe_free(oid, e)
 
     def _discard_desc(self, desc):
@@ -587,12 +592,111 @@ class Runtime:
             ready_flags = [(e := objects.get(oid)) is not None and e.state == READY for oid in object_ids]
         return ready_flags
 
+    # ================================================================== generator tasks
+    def _stream(self, stream_id):
+        st = self._streams.get(stream_id)
+        if st is None:
+            st = self._streams[stream_id] = _StreamState()
+        return st
+
+    def _on_stream_item(self, w, oid, desc, keep):
+        stream_id = oid[:24] + b"\0\0\0\0"
+        e = self._new_entry(oid)
+        st = self._stream(stream_id)
+        st.dynamic = not keep
+        if not st.dropped:
+            e.holds += 1            # the generator owns the value until it hands the ref out
+            st.held.add(oid)
+        self._set_ready(oid, desc)
+        self._answer_stream_waiters(stream_id, st)
+
+    def _on_stream_done(self, oid):
+        st = self._streams.get(oid)
+        if st is None:
+            return
+        st.done = True
+        if st.dynamic:
+            # The DynamicObjectRefGenerator value now holds its items.
+            held, st.held = st.held, set()
+            self._unhold(held)
+        self._answer_stream_waiters(oid, st)
+        if st.dropped or st.dynamic:
+            del self._streams[oid]
+
+    def _stream_poll(self, stream_id, index, take, w=None):
+        """("item", id) | ("error", None) | ("end", None) | ("pending", None)."""
+        item = submission.item_id(stream_id, index)
+        e = self.objects.get(item)
+        st = self._streams.get(stream_id)
+        if e is not None and e.state == READY and st is not None and item in st.held:
+            if take:
+                if w is not None:
+                    self._adopt_refs(w, [item])
+                    st.held.discard(item)
+                    e.holds -= 1
+                else:
+                    st.held.discard(item)
+                    st.pending_handoff.append(item)
+            return ("item", item)
+        s = self.objects.get(stream_id)
+        if s is not None and s.state == READY:
+            return ("error", None) if s.is_error else ("end", None)
+        if s is None and st is None:
+            return ("end", None)
+        return ("pending", None)
+
+    def stream_next(self, stream_id, index, timeout, peek=False):
+        with self._lock:
+            result = self._stream_poll(stream_id, index, take=False)
+        if result[0] == "pending" and not peek:
+            ok = self._wait_until(lambda: self._stream_poll(stream_id, index, False)[0] != "pending", timeout)
+            if not ok:
+                raise exceptions.GetTimeoutError(f"No item of the generator was ready within {timeout} s.")
+        if peek:
+            return result
+        with self._lock:
+            result = self._stream_poll(stream_id, index, take=True)
+            if result[0] == "item":
+                ref = ObjectRef(result[1])
+                st = self._streams[stream_id]
+                st.pending_handoff.remove(result[1])
+                e = self.objects[result[1]]
+                e.holds -= 1
+                return ("item", ref)
+        return result
+
+    def stream_drop(self, stream_id, index):
+        with self._lock:
+            self._drop_stream(stream_id)
+
+    def _drop_stream(self, stream_id):
+        st = self._streams.get(stream_id)
+        if st is None:
+            return
+        st.dropped = True
+        held, st.held = st.held, set()
+        self._unhold(held)
+        if st.done:
+            del self._streams[stream_id]
+
+    def _answer_stream_waiters(self, stream_id, st):
+        if not st.waiters:
+            return
+        still = []
+        for w, req_id, index in st.waiters:
+            result = self._stream_poll(stream_id, index, take=True, w=w)
+            if result[0] == "pending":
+                still.append((w, req_id, index))
+            else:
+                self._reply(w, req_id, result)
+        st.waiters = still
+
     # ================================================================== public API: tasks
     def submit_task(self, remote_function, args, kwargs, options):
-        num_returns = submission._num_returns(options)
+        num_returns = submission._num_returns(options, remote_function._default_num_returns)
         args_desc, direct = submission.pack_args(args, kwargs, self.shm_dir, self.session)
         code_id = submission.code_id_of(remote_function)
-        return_ids = [ids.new_id() for _ in range(num_returns)]
+        return_ids = [ids.new_id() for _ in range(submission.return_count(num_returns))]
         refs = [ObjectRef(oid) for oid in return_ids]
         with self._lock:
             if code_id not in self.code:
@@ -966,8 +1070,9 @@ class Runtime:
                       f"{err}"), kill=True)
 
     def submit_actor_call(self, handle, info, args, kwargs, num_returns):
+        num_returns = submission.normalize_num_returns(num_returns)
         args_desc, direct = submission.pack_args(args, kwargs, self.shm_dir, self.session)
-        return_ids = [ids.new_id() for _ in range(num_returns)]
+        return_ids = [ids.new_id() for _ in range(submission.return_count(num_returns))]
         refs = [ObjectRef(oid) for oid in return_ids]
         with self._lock:
             self._submit_call_locked(None, handle._actor_id, info.name, args_desc, direct, return_ids, num_returns)
@@ -1322,6 +1427,15 @@ class Runtime:
                 if self.actors[aid].state != "DEAD" and (all_ns or n_s == ns):
                     out.append({"name": name, "namespace": n_s} if all_ns else name)
             self._reply(w, req_id, out)
+        elif verb == protocol.V_STREAM_NEXT:
+            stream_id, index, peek = payload
+            result = self._stream_poll(stream_id, index, take=not peek, w=w)
+            if result[0] == "pending" and not peek:
+                self._stream(stream_id).waiters.append((w, req_id, index))
+            else:
+                self._reply(w, req_id, result)
+        elif verb == protocol.V_STREAM_DROP:
+            self._drop_stream(payload[0])
         elif verb == protocol.V_CANCEL_GET:
             state = self.get_waiters.pop((w.index, payload), None)
             if state is not None and state.get("blocked"):
@@ -1521,6 +1635,18 @@ class Runtime:
         self.objects.clear()
         self._segments.clear()
         refcount.reset()
+
+
+class _StreamState:
+    __slots__ = ("held", "pending_handoff", "waiters", "done", "dropped", "dynamic")
+
+    def __init__(self):
+        self.held = set()            # yielded values not yet handed out as refs
+        self.pending_handoff = []
+        self.waiters = []            # (worker, req_id, index) of nested consumers
+        self.done = False
+        self.dropped = False
+        self.dynamic = False
 
 
 def _detect_gpus():

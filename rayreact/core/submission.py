@@ -60,13 +60,31 @@ def task_resources(options, default_cpus):
     return {k: v for k, v in res.items() if v}
 
 
+STREAMING = -1   # num_returns="streaming": .remote() gives an ObjectRefGenerator
+DYNAMIC = -2     # num_returns="dynamic": one ref to a DynamicObjectRefGenerator
+
+
 def _num_returns(options, default=1):
     n = options.get("num_returns", default)
-    if n is None:
-        n = default
-    if n in ("dynamic", "streaming"):
-        raise NotImplementedError("generator tasks (num_returns='dynamic'/'streaming') are not supported yet")
+    return normalize_num_returns(default if n is None else n)
+
+
+def normalize_num_returns(n):
+    if n == "streaming":
+        return STREAMING
+    if n == "dynamic":
+        return DYNAMIC
     return n
+
+
+def return_count(num_returns):
+    """How many object ids a call reserves (a generator reserves one: its end-of-stream marker)."""
+    return num_returns if num_returns >= 0 else 1
+
+
+def item_id(stream_id: bytes, index: int) -> bytes:
+    """The id of the ``index``-th value yielded by a generator task (ids end in a counter < 2**96)."""
+    return stream_id[:24] + (index + 1).to_bytes(4, "little")
 
 
 def code_id_of(obj) -> bytes:
@@ -76,11 +94,11 @@ def code_id_of(obj) -> bytes:
 
 
 def submit_task_from_worker(worker, remote_function, args, kwargs, options):
-    num_returns = _num_returns(options)
+    num_returns = _num_returns(options, remote_function._default_num_returns)
     args_desc, direct = pack_args(args, kwargs, worker.shm_dir, worker.session)
     code_id = code_id_of(remote_function)
     code = serialization.dumps_code(remote_function._function)
-    return_ids = [ids.new_id() for _ in range(num_returns)]
+    return_ids = [ids.new_id() for _ in range(return_count(num_returns))]
     worker._post(protocol.V_SUBMIT_TASK, (code_id, code, remote_function._function_name, args_desc, direct,
                                           return_ids, num_returns, dict(options)))
     refs = [ObjectRef(oid) for oid in return_ids]
@@ -109,8 +127,9 @@ def create_actor_from_worker(worker, actor_class, args, kwargs, options):
 
 
 def submit_call_from_worker(worker, handle, info, args, kwargs, num_returns):
+    num_returns = normalize_num_returns(num_returns)
     args_desc, direct = pack_args(args, kwargs, worker.shm_dir, worker.session)
-    return_ids = [ids.new_id() for _ in range(num_returns)]
+    return_ids = [ids.new_id() for _ in range(return_count(num_returns))]
     worker._post(protocol.V_SUBMIT_CALL, (handle._actor_id, info.name, args_desc, direct, return_ids,
                                           num_returns))
     refs = [ObjectRef(oid) for oid in return_ids]
@@ -120,7 +139,10 @@ def submit_call_from_worker(worker, handle, info, args, kwargs, num_returns):
 
 
 def _returns(refs, num_returns):
-    if num_returns == 1:
+    if num_returns == STREAMING:
+        from ..object_ref import ObjectRefGenerator
+        return ObjectRefGenerator(refs[0])
+    if num_returns == 1 or num_returns == DYNAMIC:
         return refs[0]
     if num_returns == 0:
         return None

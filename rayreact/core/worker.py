@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import inspect
 import os
 import sys
 import threading
@@ -271,6 +272,10 @@ class Worker:
         return (SEGMENT, path, ser.contained, is_error)
 
     def _results(self, return_ids, value, num_returns, name):
+        if num_returns < 0:
+            return self._stream_results(return_ids[0], value, num_returns)
+        if num_returns > 1 and inspect.isgenerator(value):
+            value = list(value)
         if num_returns == 1:
             return [(return_ids[0], self.store_value(return_ids[0], value))]
         if num_returns == 0:
@@ -279,6 +284,21 @@ class Worker:
             raise ValueError(f"Task returned {len(value) if hasattr(value, '__len__') else 'a non-sequence'} "
                              f"objects, but num_returns={num_returns}.")
         return [(oid, self.store_value(oid, v)) for oid, v in zip(return_ids, value)]
+
+    def _stream_results(self, stream_id, value, num_returns):
+        """Send each yielded value as it comes; the stream id finally holds the count (or the error)."""
+        keep = num_returns == submission_STREAMING
+        count = 0
+        item_ids = []
+        for item in value:
+            oid = _item_id(stream_id, count)
+            self.send((protocol.STREAM_ITEM, oid, self.store_value(oid, item), keep))
+            item_ids.append(oid)
+            count += 1
+        if keep:
+            return [(stream_id, self.store_value(stream_id, count))]
+        from ..object_ref import DynamicObjectRefGenerator, ObjectRef
+        return [(stream_id, self.store_value(stream_id, DynamicObjectRefGenerator([ObjectRef(o) for o in item_ids])))]
 
     def _error_results(self, return_ids, err):
         try:
@@ -316,7 +336,7 @@ class Worker:
             fn = self._load_code(code_id)
             args, kwargs = self.resolve_args(args_desc, arg_descs)
             value = fn(*args, **kwargs)
-            if asyncio.iscoroutine(value):
+            if inspect.iscoroutine(value):
                 value = asyncio.run(value)
             results = self._results(return_ids, value, num_returns, name)
             ok = True
@@ -398,7 +418,7 @@ class Worker:
         try:
             args, kwargs = self.resolve_args(args_desc, arg_descs)
             value = self._call_target(method_name)(*args, **kwargs)
-            if asyncio.iscoroutine(value):
+            if inspect.iscoroutine(value):
                 value = asyncio.run(value)
             results = self._results(return_ids, value, num_returns, name)
             ok = True
@@ -427,8 +447,10 @@ class Worker:
         try:
             args, kwargs = self.resolve_args(args_desc, arg_descs)
             value = self._call_target(method_name)(*args, **kwargs)
-            if asyncio.iscoroutine(value):
+            if inspect.iscoroutine(value):
                 value = await value
+            elif inspect.isasyncgen(value):
+                value = [item async for item in value]
             results = self._results(return_ids, value, num_returns, name)
             ok = True
         except SystemExit:
@@ -530,6 +552,15 @@ class Worker:
         self._received[oid] += 1
         return ObjectRef(oid)
 
+    def stream_next(self, stream_id, index, timeout, peek=False):
+        kind, oid = self._request(protocol.V_STREAM_NEXT, (stream_id, index, peek), timeout)
+        if kind == "item" and not peek:
+            self._received[oid] += 1
+        return kind, oid
+
+    def stream_drop(self, stream_id, index):
+        self._post(protocol.V_STREAM_DROP, (stream_id, index))
+
     def get_values(self, object_ids, timeout):
         descs = self._request(protocol.V_GET, (object_ids, timeout), timeout)
         out = []
@@ -583,6 +614,14 @@ class Worker:
         if not visible:
             return []
         return [int(x) if x.isdigit() else x for x in visible.split(",") if x]
+
+
+def _item_id(stream_id, index):
+    from .submission import item_id
+    return item_id(stream_id, index)
+
+
+submission_STREAMING = -1
 
 
 class _DependencyFailed(Exception):

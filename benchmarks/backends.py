@@ -1,0 +1,53 @@
+"""How to launch an unmodified Ray script under each backend.
+
+A backend is a command prefix plus environment variables. Real Ray runs the
+script as is; rayreact runs it through its CLI (``python -m rayreact run``),
+which makes ``import ray`` resolve to rayreact; the reactor switch is the
+``RAYREACT_REACTOR`` environment variable.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str                  # stable key used in results.json
+    label: str                 # column heading
+    launcher: tuple            # argv prefix before the script path
+    env: dict = field(default_factory=dict)
+
+    def command(self, script, args=()):
+        return [*self.launcher, script, *args]
+
+    def environment(self):
+        env = dict(os.environ)
+        env.update(self.env)
+        # the harness may run from anywhere; scripts and `python -m rayreact` need the repo importable
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, env.get("PYTHONPATH")) if p)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
+
+
+RAY = Backend("ray", "Ray", (sys.executable,))
+RAYREACT = Backend("rayreact", "rayreact", (sys.executable, "-m", "rayreact", "run"), {"RAYREACT_REACTOR": "1"})
+RAYREACT_NO_REACTOR = Backend("rayreact-noreactor", "rayreact (reactor off)",
+                              (sys.executable, "-m", "rayreact", "run"), {"RAYREACT_REACTOR": "0"})
+# The same script with no Ray at all (only scripts that support --serial), for baselines.
+SERIAL = Backend("serial", "no Ray, one process", (sys.executable,))
+
+ALL = {b.name: b for b in (RAY, RAYREACT, RAYREACT_NO_REACTOR)}
+
+
+def reactor_available():
+    """Whether this rayreact has a reactor to switch off (its replay phase, rayreact.core.replay)."""
+    try:
+        return importlib.util.find_spec("rayreact.core.replay") is not None
+    except ImportError:
+        return False

@@ -1,0 +1,180 @@
+"""Turn per-backend run results into the comparison: table, JSON, and bar charts.
+
+Every figure is expressed as a speedup over Ray measured in the same
+invocation (> 1 means faster than Ray), because the machines this runs on are
+shared and noisy and an absolute time alone means little.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+
+from benchmarks.backends import ALL, RAY, RAYREACT, RAYREACT_NO_REACTOR
+
+COLUMNS = [RAY, RAYREACT, RAYREACT_NO_REACTOR]
+
+
+def speedup(metric_higher_is_better, ray_value, value):
+    if ray_value is None or value is None or ray_value <= 0 or value <= 0:
+        return None
+    return value / ray_value if metric_higher_is_better else ray_value / value
+
+
+def compare_workload(workload, runs, serial=None, cores=1, reactor_available=True):
+    """runs: {backend name: RunResult}. Returns the workload's entry of results.json."""
+    if not reactor_available and RAYREACT.name in runs and RAYREACT_NO_REACTOR.name not in runs:
+        runs = dict(runs)
+        runs[RAYREACT_NO_REACTOR.name] = runs[RAYREACT.name]  # the same code path: no reactor to switch off
+    metrics_by_backend = {}
+    for name, run in runs.items():
+        if run.ok:
+            try:
+                metrics_by_backend[name] = workload.metrics(run.report)
+            except (KeyError, TypeError, ValueError) as e:
+                run.ok, run.error = False, f"unreadable report: {e!r}"
+    serial_metrics = workload.metrics(serial.report) if serial is not None and serial.ok else None
+
+    template = next(iter(metrics_by_backend.values()), [])
+    rows = []
+    for index, proto in enumerate(template):
+        values = {name: ms[index].value for name, ms in metrics_by_backend.items() if index < len(ms)}
+        ray_value = values.get(RAY.name)
+        speedups = {name: speedup(proto.higher_is_better, ray_value, v) for name, v in values.items()}
+        row = {"name": proto.name, "unit": proto.unit, "higher_is_better": proto.higher_is_better,
+               "values": values, "speedup": speedups, "target_speedup": proto.target_speedup,
+               "target_note": proto.target_note, "met": None}
+        if proto.min_serial_fraction is not None and serial_metrics and index < len(serial_metrics):
+            ideal = serial_metrics[index].value * cores
+            row["serial_value"] = serial_metrics[index].value
+            row["fraction_of_serial_x_cores"] = {n: v / ideal for n, v in values.items()}
+        if proto.target_speedup is not None and speedups.get(RAYREACT.name) is not None:
+            met = speedups[RAYREACT.name] >= proto.target_speedup
+            if proto.max_value is not None:
+                met = met and values[RAYREACT.name] < proto.max_value
+            if proto.min_serial_fraction is not None:
+                fraction = row.get("fraction_of_serial_x_cores", {}).get(RAYREACT.name)
+                met = met and fraction is not None and fraction >= proto.min_serial_fraction
+            row["met"] = met
+        rows.append(row)
+
+    checksums = {name: run.report.get("checksum") for name, run in runs.items() if run.ok}
+    deterministic = any(run.report.get("deterministic") for run in runs.values() if run.ok)
+    distinct = {c for c in checksums.values() if c is not None}
+    return {
+        "name": workload.name,
+        "description": workload.description,
+        "targets": workload.targets,
+        "runs": {name: {"ok": run.ok, "wall_s": run.wall_s, "error": run.error, "log": run.log_path,
+                        "report": run.report} for name, run in runs.items()},
+        "serial": None if serial is None else {"ok": serial.ok, "wall_s": serial.wall_s, "error": serial.error,
+                                                "report": serial.report},
+        "metrics": rows,
+        "checksums": checksums,
+        "deterministic": deterministic,
+        "checksums_equal": (len(distinct) == 1) if deterministic and len(checksums) > 1 else None,
+    }
+
+
+def _fmt_value(value, unit):
+    if value is None:
+        return "—"
+    if abs(value) >= 100:
+        text = f"{value:,.0f}"
+    elif abs(value) >= 10:
+        text = f"{value:.1f}"
+    else:
+        text = f"{value:.2f}"
+    return f"{text} {unit}"
+
+
+def _fmt_speedup(x):
+    return "—" if x is None else f"{x:.2f}×"
+
+
+def _fmt_met(row):
+    if row["target_speedup"] is None:
+        return ""
+    target = f"≥ {row['target_speedup']:g}×" + (f" {row['target_note']}" if row["target_note"] else "")
+    mark = {True: "✅", False: "❌", None: "?"}[row["met"]]
+    return f"{target} {mark}"
+
+
+def markdown_table(results):
+    on, off = RAYREACT.name, RAYREACT_NO_REACTOR.name
+    head = ["workload", "metric", "Ray", "rayreact", "rayreact (reactor off)", "speedup vs Ray",
+            "speedup, reactor off", "target (rayreact vs Ray)", "same result"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for w in results["workloads"]:
+        same = {True: "✅ equal", False: "❌ differ", None: "n/a"}[w["checksums_equal"]]
+        if not w["metrics"]:
+            errors = "; ".join(f"{n}: {r['error']}" for n, r in w["runs"].items() if not r["ok"])
+            lines.append(f"| {w['name']} | (no result) | | | | | | | {errors} |")
+            continue
+        for i, row in enumerate(w["metrics"]):
+            cells = [w["name"] if i == 0 else "", row["name"],
+                     _fmt_value(row["values"].get(RAY.name), row["unit"]),
+                     _fmt_value(row["values"].get(on), row["unit"]),
+                     _fmt_value(row["values"].get(off), row["unit"]),
+                     _fmt_speedup(row["speedup"].get(on)), _fmt_speedup(row["speedup"].get(off)),
+                     _fmt_met(row), same if i == 0 else ""]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def notes(results):
+    out = []
+    if not results["reactor_available"]:
+        out.append("The reactor (rayreact.core.replay) is not built yet, so rayreact runs its dynamic runtime in "
+                   "both columns: the 'reactor off' column repeats the 'rayreact' run, and the two are equal by "
+                   "construction.")
+    for w in results["workloads"]:
+        for name, run in w["runs"].items():
+            if not run["ok"]:
+                out.append(f"{w['name']} under {ALL[name].label if name in ALL else name} failed: {run['error']}")
+        if w["checksums_equal"] is False:
+            out.append(f"{w['name']}: the backends computed different results: {w['checksums']}")
+        for row in w["metrics"]:
+            fractions = row.get("fraction_of_serial_x_cores")
+            if fractions:
+                parts = ", ".join(f"{ALL[n].label} {f:.0%}" for n, f in fractions.items() if n in ALL)
+                out.append(f"{w['name']} {row['name']}: single-process rate without Ray "
+                           f"{row['serial_value']:.0f} {row['unit']}; fraction of that x {results['machine']['usable_cores']} "
+                           f"cores: {parts}")
+    return out
+
+
+def write_markdown(results, path, plot_files):
+    m = results["machine"]
+    lines = ["# rayreact vs Ray: benchmark results", ""]
+    lines.append(f"Mode: {'quick (smoke-test sizes; the figures mean little)' if results['quick'] else 'full'}. "
+                 f"Run {results['started']}, {results['elapsed_s']:.0f} s in all.")
+    lines.append("")
+    lines.append(f"Machine: {m['cpu_model']}, {m['usable_cores']} usable cores ({m['logical_cores']} logical), "
+                 f"{m['memory_gib']} GiB RAM, {m['os']}; load average at start {m['load_average_at_start']}.")
+    p = m["packages"]
+    lines.append(f"Software: Python {m['python']}, Ray {p.get('ray')}, torch {p.get('torch')}, numpy {p.get('numpy')}, "
+                 f"gymnasium {p.get('gymnasium')}, ale-py {p.get('ale-py')}, cloudpickle {p.get('cloudpickle')}; "
+                 f"rayreact at {m['rayreact_commit']}.")
+    lines.append("")
+    lines.append("Each workload is an ordinary Ray script run in a fresh process per backend: real Ray, rayreact "
+                 "(`rayreact run`, reactor on) and rayreact with `RAYREACT_REACTOR=0`. Speedup > 1 means faster "
+                 "than Ray. 'Same result' compares the scripts' checksums where the workload is deterministic.")
+    lines.append("")
+    lines.append(markdown_table(results))
+    extra = notes(results)
+    if extra:
+        lines += ["", "Notes:", ""] + [f"- {n}" for n in extra]
+    if plot_files:
+        lines += ["", "## Charts", ""]
+        for name in plot_files:
+            lines.append(f"![{name}]({name})")
+    lines.append("")
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+def write_json(results, path):
+    with open(path, "w") as f:
+        json.dump(results, f, indent=2, default=lambda o: asdict(o) if hasattr(o, "__dataclass_fields__") else str(o))

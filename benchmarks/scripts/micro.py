@@ -1,0 +1,124 @@
+"""Micro-benchmarks of the Ray core API, written as an ordinary Ray script.
+
+Measures, in one session: ``ray.init``; the first task after init (cold
+start); a synchronous task round trip; a synchronous actor-call round trip; a
+fan-out of 1,000 tasks gathered with one ``ray.get``; ``ray.get(ray.put(a))``
+of a 128 MB array; and a 128 MB array passed by value as a task argument.
+Prints one line per operation (time per operation) and a checksum of every
+result, which is the same on every Ray-compatible backend.
+
+    python micro.py --quick
+    python micro.py
+"""
+
+import argparse
+import json
+import time
+
+import numpy as np
+import ray
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
+    parser.add_argument("--calls", type=int, default=2000, help="round trips per latency figure")
+    parser.add_argument("--fanout", type=int, default=1000, help="tasks per fan-out")
+    parser.add_argument("--fanout-repeats", type=int, default=5)
+    parser.add_argument("--array-mb", type=int, default=128)
+    parser.add_argument("--array-repeats", type=int, default=10)
+    parser.add_argument("--num-cpus", type=int, default=None, help="passed to ray.init")
+    parser.add_argument("--report", help="also write the summary as JSON to this file")
+    args = parser.parse_args()
+    if args.quick:
+        args.calls, args.fanout, args.fanout_repeats = 50, 100, 1
+        args.array_mb, args.array_repeats = 16, 2
+    return args
+
+
+@ray.remote
+def noop(i):
+    return i
+
+
+@ray.remote
+def ends(array):
+    return float(array[0]) + float(array[-1])
+
+
+@ray.remote
+class Counter:
+    def __init__(self):
+        self.calls = 0
+
+    def ping(self, i):
+        self.calls += 1
+        return i
+
+
+def timed(fn, repeats):
+    """(seconds per call, results): fn(i) for i in range(repeats)."""
+    results = []
+    start = time.perf_counter()
+    for i in range(repeats):
+        results.append(fn(i))
+    return (time.perf_counter() - start) / repeats, results
+
+
+def main():
+    args = parse_args()
+    ops, checksum = [], 0
+
+    def record(name, seconds, unit="us"):
+        value = seconds * (1e6 if unit == "us" else 1e3)
+        ops.append({"name": name, "value": value, "unit": unit})
+        print(f"{name}: {value:.1f} {unit}", flush=True)
+
+    start = time.perf_counter()
+    ray.init(num_cpus=args.num_cpus, include_dashboard=False)
+    record("init", time.perf_counter() - start, "ms")
+
+    start = time.perf_counter()
+    checksum += ray.get(noop.remote(1))
+    record("first task after init", time.perf_counter() - start, "ms")
+
+    per_call, results = timed(lambda i: ray.get(noop.remote(i)), args.calls)
+    checksum += sum(results)
+    record("task round trip", per_call)
+
+    counter = Counter.remote()
+    ray.get(counter.ping.remote(0))  # the actor is up
+    per_call, results = timed(lambda i: ray.get(counter.ping.remote(i)), args.calls)
+    checksum += sum(results)
+    record("actor call round trip", per_call)
+
+    ray.get([noop.remote(i) for i in range(args.fanout)])  # warm the task workers
+    per_fanout, results = timed(lambda _: sum(ray.get([noop.remote(i) for i in range(args.fanout)])),
+                                args.fanout_repeats)
+    checksum += sum(results)
+    record(f"{args.fanout}-task fan-out", per_fanout, "ms")
+
+    array = np.arange(args.array_mb * 2**20 // 8, dtype=np.float64)
+    per_op, results = timed(lambda _: ray.get(ray.put(array)), args.array_repeats)
+    assert all(r.shape == array.shape and r[-1] == array[-1] for r in results)
+    checksum += int(sum(r[-1] for r in results))
+    del results
+    record(f"put+get {args.array_mb} MB", per_op, "ms")
+
+    ray.get(ends.remote(array[:8]))  # warm
+    per_op, results = timed(lambda _: ray.get(ends.remote(array)), args.array_repeats)
+    checksum += int(sum(results))
+    record(f"array as task argument {args.array_mb} MB", per_op, "ms")
+
+    ray.shutdown()
+    summary = {"example": "micro", "backend": ray.__name__, "ops": ops,
+               "checksum": f"{checksum:d}", "deterministic": True}
+    print(f"result: {len(ops)} operations timed")
+    print(f"checksum: {summary['checksum']}")
+    if args.report:
+        with open(args.report, "w") as f:
+            json.dump(summary, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -121,6 +121,7 @@ class ActorState:
         self.no_restart = False
         self.handles = 0
         self.pickled = False
+        self.trace_key = options.get("_trace_key")
 
 
 def _shm_dir(object_store_memory):
@@ -195,6 +196,7 @@ class Runtime:
         self._placement = None
         self._lent_cpu = 0.0
         self._streams = {}     # stream id -> StreamState, for generator tasks still being consumed
+        self.tracing = bool(os.environ.get("RAYREACT_TRACE"))
 
         prefix = os.path.join(self.shm_dir, f"rr-{self.session}")
         self._prefix = prefix
@@ -961,6 +963,9 @@ class Runtime:
         args_desc, direct = submission.pack_args(args, kwargs, self.shm_dir, self.session)
         code_id = submission.code_id_of(actor_class)
         actor_id = ids.actor_id()
+        if self.tracing:
+            from .tracing import creating_actor_key
+            options = {**options, "_trace_key": creating_actor_key(actor_class._cls.__name__)}
         with self._lock:
             if code_id not in self.code:
                 self.code[code_id] = serialization.dumps_code(actor_class._cls)
@@ -1039,7 +1044,8 @@ class Runtime:
         self._ensure_defined(w, actor.code_id)
         arg_descs = [self._ship(w, oid, self.objects[oid]) for oid in spec.direct]
         self._send(w, (protocol.CREATE, actor.actor_id, actor.code_id, actor.class_name, spec.args_desc, arg_descs,
-                       actor.max_concurrency, actor.is_async, dict(res), (actor.class_name, actor.methods)))
+                       actor.max_concurrency, actor.is_async, dict(res), (actor.class_name, actor.methods),
+                       actor.trace_key))
 
     @property
     def _pending_actor_starts(self):

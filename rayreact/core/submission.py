@@ -118,6 +118,8 @@ def create_actor_from_worker(worker, actor_class, args, kwargs, options):
     code_id = code_id_of(actor_class)
     code = serialization.dumps_code(actor_class._cls)
     actor_id = ids.actor_id()
+    if worker._tracer is not None:
+        options = {**options, "_trace_key": worker._tracer.actor_key_for(actor_class._cls.__name__)}
     error = worker._request(protocol.V_CREATE_ACTOR, (actor_id, code_id, code, actor_class._cls.__name__,
                                                       actor_class._methods, actor_class._is_async, args_desc,
                                                       direct, dict(options)))

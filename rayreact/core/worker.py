@@ -160,6 +160,10 @@ class Worker:
         self._loop = None
         self._running = True
         self._max_concurrency = 1
+        self._tracer = None
+        if os.environ.get("RAYREACT_TRACE"):
+            from .tracing import Tracer
+            self._tracer = Tracer.from_environment()
         context.current = self
 
     # ---------------------------------------------------------------- transport
@@ -335,9 +339,12 @@ class Worker:
         try:
             fn = self._load_code(code_id)
             args, kwargs = self.resolve_args(args_desc, arg_descs)
-            value = fn(*args, **kwargs)
-            if inspect.iscoroutine(value):
-                value = asyncio.run(value)
+            if self._tracer is None:
+                value = fn(*args, **kwargs)
+                if inspect.iscoroutine(value):
+                    value = asyncio.run(value)
+            else:
+                value = self._tracer.run("task", fn, None, args, kwargs, getattr(fn, "__module__", None))
             results = self._results(return_ids, value, num_returns, name)
             ok = True
         except KeyboardInterrupt:
@@ -362,7 +369,7 @@ class Worker:
     # ---------------------------------------------------------------- actors
     def _create_actor(self, msg):
         (_, actor_id, code_id, class_name, args_desc, arg_descs, max_concurrency, is_async, resources,
-         handle_info) = msg
+         handle_info, trace_key) = msg
         self.is_actor = True
         self.actor_id = actor_id
         self.display_name = class_name
@@ -373,7 +380,13 @@ class Worker:
             cls = self._load_code(code_id)
             args, kwargs = self.resolve_args(args_desc, arg_descs)
             self.actor_instance = cls.__new__(cls)
-            self.actor_instance.__init__(*args, **kwargs)
+            if self._tracer is None or trace_key is None:
+                self._tracer = None
+                self.actor_instance.__init__(*args, **kwargs)
+            else:
+                self._tracer.actor_key = trace_key
+                self._tracer.run("actor_create", self.actor_instance.__init__, "__init__", args, kwargs,
+                                 cls.__module__, concurrent=bool(is_async or max_concurrency > 1))
             error = None
         except BaseException as exc:  # noqa: BLE001
             error = self._task_error(f"{class_name}.__init__", exc, actor=True)
@@ -417,9 +430,13 @@ class Worker:
         self.current_task_id = task_id
         try:
             args, kwargs = self.resolve_args(args_desc, arg_descs)
-            value = self._call_target(method_name)(*args, **kwargs)
-            if inspect.iscoroutine(value):
-                value = asyncio.run(value)
+            if self._tracer is None or method_name.startswith("__ray"):
+                value = self._call_target(method_name)(*args, **kwargs)
+                if inspect.iscoroutine(value):
+                    value = asyncio.run(value)
+            else:
+                value = self._tracer.run("actor_call", self._call_target(method_name), method_name, args, kwargs,
+                                         type(self.actor_instance).__module__)
             results = self._results(return_ids, value, num_returns, name)
             ok = True
         except SystemExit:
@@ -451,6 +468,9 @@ class Worker:
                 value = await value
             elif inspect.isasyncgen(value):
                 value = [item async for item in value]
+            if self._tracer is not None and not method_name.startswith("__ray"):
+                self._tracer.run("actor_call", lambda: value, method_name, args, kwargs,
+                                 type(self.actor_instance).__module__)
             results = self._results(return_ids, value, num_returns, name)
             ok = True
         except SystemExit:

@@ -35,7 +35,8 @@ def test_public_names_exist(ray_backend):
     missing = {name for name in PUBLIC_NAMES if not hasattr(ray_backend.util, name)}
     assert missing == set()
     for module in ["util.queue", "util.multiprocessing", "util.placement_group", "util.scheduling_strategies",
-                   "util.actor_pool", "util.annotations", "util.debug", "util.helpers", "util.accelerators"]:
+                   "util.actor_pool", "util.annotations", "util.debug", "util.helpers", "util.accelerators",
+                   "util.metrics"]:
         submodule(ray_backend, module)
 
 
@@ -145,3 +146,45 @@ def test_annotations_leave_objects_working(ray_backend):
         return 2
 
     assert plain() == 1 and isinstance(Beta(), Beta) and dev() == 2
+
+
+def test_metrics_validate_and_record(ray_backend):
+    metrics = submodule(ray_backend, "util.metrics")
+    counter = metrics.Counter("util_test_requests", description="requests", tag_keys=("route",))
+    with pytest.raises(ValueError):
+        counter.inc(1)  # the tag key has no value
+    with pytest.raises(ValueError):
+        counter.inc(0, tags={"route": "/"})
+    with pytest.raises(TypeError):
+        counter.inc("1", tags={"route": "/"})
+    assert counter.set_default_tags({"route": "/"}) is counter
+    counter.inc()
+    counter.inc(2.5, tags={"route": "/other"})
+    assert counter.info["tag_keys"] == ("route",) and counter.info["default_tags"] == {"route": "/"}
+    with pytest.raises(ValueError):
+        counter.set_default_tags({"unknown": "x"})
+    with pytest.raises(TypeError):
+        metrics.Counter("util_test_bad_keys", tag_keys=["route"])
+    with pytest.raises(ValueError):
+        metrics.Counter("")
+    with pytest.raises(ValueError):
+        metrics.Histogram("util_test_latency")
+    with pytest.raises(ValueError):
+        metrics.Histogram("util_test_latency", boundaries=[0.0, 1.0])
+    histogram = metrics.Histogram("util_test_latency", boundaries=[0.1, 1.0])
+    histogram.observe(0.5)
+    assert histogram.info["boundaries"] == [0.1, 1.0]
+    gauge = metrics.Gauge("util_test_depth")
+    gauge.set(3)
+    gauge.set(None)  # ignored
+
+    @ray_backend.remote
+    class Recorder:
+        def __init__(self):
+            self.count = metrics.Counter("util_test_actor_calls")
+
+        def call(self):
+            self.count.inc()
+            return "recorded"
+
+    assert ray_backend.get(Recorder.remote().call.remote()) == "recorded"

@@ -4,7 +4,8 @@ Everything here imports the top-level ``rayreact`` only when called, so it
 works whichever backend stands behind it and importing it starts nothing.
 Submodules as in Ray: ``actor_pool``, ``queue``, ``multiprocessing``,
 ``placement_group``, ``scheduling_strategies``, ``helpers``, ``debug``,
-``annotations``, ``serialization``, ``check_serialize``, ``accelerators``.
+``annotations``, ``serialization``, ``check_serialize``, ``accelerators``,
+``metrics``.
 """
 
 from rayreact.util import accelerators

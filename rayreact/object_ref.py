@@ -67,6 +67,9 @@ class ObjectRef:
         self.future().add_done_callback(lambda f: callback(f.result()))
 
 
+serialization.register_simple_type(ObjectRef)
+
+
 def _rebuild(object_id):
     from .core import context
     ref = ObjectRef(object_id)

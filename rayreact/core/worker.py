@@ -43,6 +43,9 @@ class _ArgRef:
         return (_ArgRef, (self.index,))
 
 
+serialization.register_simple_type(_ArgRef)
+
+
 class _LinePrefixer:
     """Worker stdout/stderr: prefix each line like Ray, ``(Name pid=123) ...``, write straight to the fd."""
 

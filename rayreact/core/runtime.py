@@ -196,6 +196,9 @@ class Runtime:
         self._placement = None
         self._lent_cpu = 0.0
         self._streams = {}     # stream id -> StreamState, for generator tasks still being consumed
+        self._handle_counts = {}
+        self._pickled_handles = set()
+        self._dropped_handles = collections.deque()
         self.tracing = bool(os.environ.get("RAYREACT_TRACE"))
 
         prefix = os.path.join(self.shm_dir, f"rr-{self.session}")
@@ -479,6 +482,8 @@ class Runtime:
                 self._maybe_free(c, ce)
 
     def _process_releases(self):
+        if self._dropped_handles:
+            self._process_dropped_handles()
         for oid in refcount.drain_released():
             e = self.objects.get(oid)
             if e is not None:
@@ -884,6 +889,7 @@ class Runtime:
         if w.kind == "actor":
             actor = w.actor
             spec = actor.in_flight.pop(task_id, None) if actor is not None else None
+
         else:
             spec = w.task
             w.task = None
@@ -911,6 +917,10 @@ class Runtime:
         for oid, desc in results:
             self._set_ready(oid, desc)
         self._task_finished(spec)
+        if w.kind == "actor":
+            if w.actor is not None and getattr(w.actor, "out_of_scope", False):
+                self._maybe_retire(w.actor)
+            return
         self._schedule()
 
     def _should_retry_exception(self, spec, results):
@@ -1594,14 +1604,48 @@ class Runtime:
     def on_ref_unpickled(self, object_id):
         pass
 
+    # Actor handles in the driver are counted like refs: when the last one goes (and no copy ever left the
+    # driver, and the actor has no name), the actor finishes its queued calls and exits, as in Ray.
+    # __del__ may run inside our own critical sections, so drops are queued and handled at safe points.
     def on_handle_created(self, actor_id):
-        pass
+        with refcount._lock:
+            self._handle_counts[actor_id] = self._handle_counts.get(actor_id, 0) + 1
 
     def on_handle_dropped(self, actor_id):
-        pass
+        with refcount._lock:
+            n = self._handle_counts.get(actor_id, 0) - 1
+            if n > 0:
+                self._handle_counts[actor_id] = n
+                return
+            self._handle_counts.pop(actor_id, None)
+        self._dropped_handles.append(actor_id)
+        refcount.released.append(b"")   # wake the release processing on the next safe point
 
     def on_handle_pickled(self, actor_id):
-        pass
+        self._pickled_handles.add(actor_id)
+
+    def _process_dropped_handles(self):
+        while self._dropped_handles:
+            actor_id = self._dropped_handles.popleft()
+            if self._handle_counts.get(actor_id) or actor_id in self._pickled_handles:
+                continue
+            actor = self.actors.get(actor_id)
+            if actor is None or actor.state == "DEAD" or actor.name or actor.options.get("lifetime") == "detached":
+                continue
+            actor.out_of_scope = True
+            self._maybe_retire(actor)
+
+    def _maybe_retire(self, actor):
+        if not getattr(actor, "out_of_scope", False) or actor.state == "DEAD":
+            return
+        if actor.in_flight or any(actor.queues.values()) or actor.state != "ALIVE":
+            return
+        w = actor.worker
+        self._actor_died(actor, exceptions.ActorDiedError(
+            error_msg=f"The actor {actor.class_name} is dead because all references to it went out of scope."))
+        if w is not None and not w.dead:
+            w.exiting = True
+            self._send(w, (protocol.EXIT,))
 
     def get_gpu_ids(self):
         return []

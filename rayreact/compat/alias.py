@@ -6,15 +6,26 @@ and a meta-path finder answers every ``ray.X.Y`` import with the module
 ``rayreact.X.Y`` (the *same* module object, so ``ray.exceptions.RayTaskError is
 rayreact.exceptions.RayTaskError``), or with a module from ``overrides`` (e.g.
 ``ray.cloudpickle`` -> ``cloudpickle``).  A ``ray.X`` that rayreact does not have
-fails to import, as it would for a module missing from Ray.
+fails to import, as it would for a module missing from Ray.  An override
+``"dir:<path>"`` makes the name a package of the modules in that directory.
+
+Worker processes must see the same ``ray``: :func:`install` records the alias in
+the environment (``RAYREACT_RAY_ALIAS``), and rayreact's worker start-up calls
+:func:`install_from_env` before it unpickles any user code (helpers of the
+user's that ``import ray`` are pickled by reference and re-imported there).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.abc
+import importlib.machinery
 import importlib.util
+import json
+import os
 import sys
+
+ENV_VAR = "RAYREACT_RAY_ALIAS"
 
 # Ray modules served by something other than rayreact.<same path>.
 DEFAULT_OVERRIDES = {
@@ -50,6 +61,9 @@ class RayAliasFinder(importlib.abc.MetaPathFinder):
     def target_of(self, fullname):
         if fullname in self.overrides:
             return self.overrides[fullname]
+        if fullname.startswith("rayreact."):
+            # `from ray import X` falls back to importing rayreact.X (the module's real name).
+            return self.overrides.get("ray." + fullname[len("rayreact."):])
         if fullname == "ray":
             return "rayreact"
         if fullname.startswith("ray."):
@@ -60,6 +74,10 @@ class RayAliasFinder(importlib.abc.MetaPathFinder):
         module_name = self.target_of(fullname)
         if module_name is None:
             return None
+        if module_name.startswith("dir:"):
+            spec = importlib.machinery.ModuleSpec(fullname, None, is_package=True)
+            spec.submodule_search_locations = [module_name[4:]]
+            return spec
         try:
             found = module_name in sys.modules or importlib.util.find_spec(module_name) is not None
         except (ImportError, ValueError):
@@ -90,10 +108,18 @@ def install(overrides=None):
         sys.meta_path.insert(0, _FINDER)
     else:
         _FINDER.overrides.update(overrides or {})
+    os.environ[ENV_VAR] = json.dumps(_FINDER.overrides)
     import rayreact
 
     sys.modules["ray"] = rayreact
     return _FINDER
+
+
+def install_from_env():
+    """In a worker: install the alias its driver had (no-op when the driver had none)."""
+    recorded = os.environ.get(ENV_VAR)
+    if recorded and _FINDER is None:
+        install(json.loads(recorded))
 
 
 def uninstall():
@@ -102,6 +128,7 @@ def uninstall():
     if _FINDER is not None:
         sys.meta_path.remove(_FINDER)
         _FINDER = None
+    os.environ.pop(ENV_VAR, None)
     for name in [n for n in sys.modules if n == "ray" or n.startswith("ray.")]:
         module = sys.modules[name]
         if getattr(module, "__name__", "").partition(".")[0] != "ray":

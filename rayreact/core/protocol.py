@@ -7,7 +7,8 @@ Driver ──▶ worker                         Worker ──▶ driver
   CALL        actor method fields            RELEASE     [(object_id, count), ...]
   REPLY       req_id, payload                EXITING     reason
   EXIT        —
-  CANCEL      task_id                      Zygote ──▶ driver
+  CANCEL      task_id
+  SET_SPIN    seconds      (spin less once processes outnumber cores)                      Zygote ──▶ driver
                                              SPAWNED     worker_index, pid
                                              DIED        pid, status
   (worker) STREAM_ITEM task_id, item_id, descriptor, keep   (one yielded value of a generator task)
@@ -18,7 +19,7 @@ An object travels as a *descriptor* ``(kind, payload, contained, is_error)``:
 
 import pickle
 
-DEFINE, RUN_TASK, CREATE, CALL, REPLY, EXIT, CANCEL = range(7)
+DEFINE, RUN_TASK, CREATE, CALL, REPLY, EXIT, CANCEL, SET_SPIN = range(8)
 READY, DONE, REQUEST, RELEASE, EXITING, SPAWNED, DIED, STREAM_ITEM = range(10, 18)
 
 # Nested API verbs a worker asks the driver to carry out.

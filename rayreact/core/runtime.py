@@ -43,6 +43,8 @@ from .serialization import INLINE, SEGMENT
 logger = logging.getLogger("rayreact")
 
 RING_CAPACITY = 1 << 21          # 2 MiB per direction per worker
+SPIN_ALONE = 50e-6               # spin before sleeping while every process can have a core
+SPIN_CROWDED = 3e-6              # ...and once processes outnumber cores, spinning only steals CPU from peers
 PENDING, READY = 0, 1
 
 
@@ -261,10 +263,26 @@ class Runtime:
             "to_worker": w.to_ring.path, "from_worker": w.from_ring.path, "worker_bell": w.bell.path,
             "driver_bell": self.bell.path, "env": env, "log_to_driver": self.log_to_driver,
             "namespace": self.namespace, "job_id": self.job_id, "node_id": self.node_id,
-            "display_name": display_name,
+            "display_name": display_name, "spin": self._spin_for(len(self._live_workers()) + 1),
         }
         self._zygote_command(("spawn", spec))
+        self._retune_spin()
         return w
+
+    def _live_workers(self):
+        return [w for w in self.workers.values() if not w.dead]
+
+    def _spin_for(self, n_workers):
+        return SPIN_ALONE if n_workers + 1 <= (os.cpu_count() or 1) else SPIN_CROWDED
+
+    def _retune_spin(self):
+        live = self._live_workers()
+        spin = self._spin_for(len(live))
+        if spin != getattr(self, "_spin", None):
+            self._spin = spin
+            channel.set_spin_seconds(spin)
+            for w in live:
+                self._send(w, (protocol.SET_SPIN, spin))
 
     # ================================================================== messaging
     def _send(self, w, msg):
@@ -1192,6 +1210,7 @@ class Runtime:
 
     def _on_worker_died(self, w, reason):
         w.dead = True
+        self._retune_spin()
         if w.from_ring in self._rings:
             self._rings.remove(w.from_ring)
             self.poller.set_rings(self._rings)

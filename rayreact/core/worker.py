@@ -96,6 +96,7 @@ def run_forked(spec):
     """Entry point in a freshly forked worker."""
     ids.reseed()
     refcount.reset()
+    channel.set_spin_seconds(spec.get("spin", 50e-6))
     os.environ.update(spec.get("env", {}))
     for key in spec.get("unset_env", ()):
         os.environ.pop(key, None)
@@ -229,6 +230,8 @@ class Worker:
             self._running = False
             self._shutdown_executors()
             self.send((protocol.EXITING, "exit"))
+        elif kind == protocol.SET_SPIN:
+            channel.set_spin_seconds(msg[1])
         elif kind == protocol.CANCEL:
             pass
 

@@ -57,6 +57,19 @@ class _PoolActor:
         return results
 
 
+_actor_class = None
+
+
+def _pool_actor_class():
+    """The remote class of the pool's actors, built once (``remote`` must not run at import)."""
+    global _actor_class
+    if _actor_class is None:
+        import rayreact as ray
+
+        _actor_class = ray.remote(num_cpus=0)(_PoolActor)
+    return _actor_class
+
+
 def _fetch_batch(ray, ref) -> list:
     """The results of one chunk; an error of the call itself (e.g. the actor died) stands for the chunk."""
     try:
@@ -307,9 +320,7 @@ class Pool:
     def _new_actor_entry(self):
         """A fresh actor and its count of chunks run so far."""
         if self._actor_class is None:
-            import rayreact as ray
-
-            self._actor_class = ray.remote(num_cpus=0)(_PoolActor).options(**self._ray_remote_args)
+            self._actor_class = _pool_actor_class().options(**self._ray_remote_args)
         return self._actor_class.remote(self._initializer, self._initargs), 0
 
     # -- retiring actors -----------------------------------------------------------------

@@ -188,3 +188,37 @@ def test_metrics_validate_and_record(ray_backend):
             return "recorded"
 
     assert ray_backend.get(Recorder.remote().call.remote()) == "recorded"
+
+
+def test_pdb_without_a_terminal_serves_a_session_on_a_local_port(monkeypatch, capsys):
+    # rayreact's own mechanism (Ray's goes through its `ray debug` CLI), so checked on rayreact alone:
+    # a worker has no terminal, so set_trace waits for a debugger client on a localhost port.
+    import re
+    import socket
+    import time
+
+    import rayreact.util.rpdb as rpdb
+
+    monkeypatch.setattr("sys.stdin", io.StringIO())
+    result = {}
+
+    def debugged():
+        x = 41
+        rpdb.set_trace()
+        result["value"] = x + 1
+
+    thread = threading.Thread(target=debugged)
+    thread.start()
+    port, deadline = None, time.time() + 30
+    while port is None and time.time() < deadline:
+        found = re.search(r"RemotePdb session open at 127\.0\.0\.1:(\d+)", capsys.readouterr().err)
+        port = int(found.group(1)) if found else time.sleep(0.05)
+    assert port is not None
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
+        client.sendall(b"p x * 2\nc\n")
+        thread.join(30)
+        transcript = b""
+        while chunk := client.recv(4096):
+            transcript += chunk
+    assert not thread.is_alive() and result == {"value": 42}
+    assert b"82" in transcript

@@ -6,9 +6,9 @@ as soon as they do); tasks and actors run in it with
 ``scheduling_strategy=PlacementGroupSchedulingStrategy(pg, bundle_index)`` and
 take their resources from a bundle. The bookkeeping is
 ``rayreact.util._pg_accounting.ResourceLedger``, owned by the core's scheduler;
-this module validates and forwards requests to it. The core calls
-``check_placement_group_index`` and ``_validate_resource_shape`` when a task or
-actor is submitted into a group, so bad requests fail at ``.remote()`` as in Ray.
+this module validates and forwards requests to it. For the core's ``.remote()``
+there are Ray's submission checks, ``check_placement_group_index`` and
+``_validate_resource_shape``, so that a request no bundle can hold fails at once.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ._pg_calls import call
 
 VALID_PLACEMENT_GROUP_STRATEGIES = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"}
 NODE_ID_LABEL_KEY = "ray.io/node-id"
+
 
 class PlacementGroup:
     """A handle to a placement group; picklable, so tasks and actors can receive it."""

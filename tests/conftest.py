@@ -14,6 +14,7 @@ import asyncio
 import glob
 import importlib
 import os
+import re
 import subprocess
 import time
 
@@ -51,6 +52,7 @@ def backend_fixture(**init_kwargs):
         if ray.is_initialized():
             ray.shutdown()
         ray.init(**kwargs)
+        record_our_sessions()
         yield ray
         ray.shutdown()
 
@@ -61,12 +63,23 @@ ray_backend = backend_fixture()
 
 
 @pytest.fixture(params=BACKENDS)
-def backend_module(request):
+def backend_module(request, monkeypatch):
     """The backend module, not initialized; the test owns init/shutdown."""
     ray = _import_backend(request.param)
     if ray.is_initialized():
         ray.shutdown()
+    original_init = ray.init
+
+    def init_and_record(*args, **kwargs):
+        context = original_init(*args, **kwargs)
+        record_our_sessions()
+        return context
+
+    # Not a mock: the real init runs; we only note which shared-memory session
+    # it created so the leak check can find what this suite left behind.
+    monkeypatch.setattr(ray, "init", init_and_record)
     yield ray
+    record_our_sessions()
     if ray.is_initialized():
         ray.shutdown()
 
@@ -111,6 +124,37 @@ class Signal:
         return self._event.is_set()
 
 
+def wait_for_file(path, timeout=120.0):
+    """Block, without calling into the backend, until ``path`` exists.
+
+    A task blocked in ``get`` gives its CPU back in Ray; one blocked here keeps
+    it, which is what tests of CPU accounting need.
+    """
+    deadline = time.time() + timeout
+    while not os.path.exists(path):
+        if time.time() > deadline:
+            raise TimeoutError(f"{path} never appeared")
+        time.sleep(0.01)
+
+
+class FileGate:
+    """A one-shot gate across processes: ``wait_for_file(gate.path)`` until ``gate.open()``."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def open(self):
+        with open(self.path, "w"):
+            pass
+
+
+@pytest.fixture
+def gate(tmp_path):
+    g = FileGate(tmp_path / "gate-open")
+    yield g
+    g.open()  # never leave a task blocked on it
+
+
 @pytest.fixture
 def signal(ray_backend):
     """A fresh ``Signal`` actor on the module's backend."""
@@ -145,38 +189,34 @@ def _all_segments():
                + glob.glob(os.path.join(os.environ.get("TMPDIR", "/tmp"), "rayreact-shm-*", "rr-*")))
 
 
-def _segments_in_use_by_live_processes():
-    """Paths of rr-* files that some live process maps or holds open."""
-    used = set()
-    for proc in glob.glob("/proc/[0-9]*"):
-        try:
-            with open(os.path.join(proc, "maps")) as f:
-                used.update(line.split(None, 5)[5].strip() for line in f if "/rr-" in line and len(line.split(None, 5)) == 6)
-            for fd in os.listdir(os.path.join(proc, "fd")):
-                try:
-                    target = os.readlink(os.path.join(proc, "fd", fd))
-                except OSError:
-                    continue
-                if "/rr-" in target:
-                    used.add(target)
-        except OSError:
-            continue
-    return used
+_SESSION_PREFIX = re.compile(r"/(rr-[0-9a-f]+)-")
+_OUR_SESSIONS = set()
 
 
-_SEGMENTS_BEFORE_SUITE = _all_segments()
+def record_our_sessions():
+    """Note the rr-<session> prefixes this process has mapped (its live rayreact session)."""
+    try:
+        with open("/proc/self/maps") as f:
+            _OUR_SESSIONS.update(m.group(1) for m in map(_SESSION_PREFIX.search, f) if m)
+    except OSError:
+        pass
+
+
+@pytest.fixture(autouse=True)
+def _record_sessions_of_each_test():
+    yield
+    record_our_sessions()
 
 
 def rayreact_segments():
-    """rr-* segments created during the suite that no live process is using.
+    """Segments left by this suite's rayreact sessions.
 
-    Another session's segments are in use by its processes; ours must be gone
-    once our processes are.
+    Segment names carry a per-session prefix; the driver (this process) maps
+    its session's files, so we learn our prefixes after each ``init`` and each
+    test, and ignore other people's sessions on this shared machine.
     """
-    new = _all_segments() - _SEGMENTS_BEFORE_SUITE
-    if not new:
-        return []
-    return sorted(new - _segments_in_use_by_live_processes())
+    return sorted(path for path in _all_segments()
+                  if (m := _SESSION_PREFIX.search(path)) and m.group(1) in _OUR_SESSIONS)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from conftest import wait_until
+from conftest import wait_for_file, wait_until
 
 
 def add(a, b=10):
@@ -282,15 +282,16 @@ def test_wait_empty_list(ray_backend):
 # --- cancel ---------------------------------------------------------------------------
 
 
-def test_cancel_queued_task(ray_backend, signal):
-    # Two blockers occupy both CPUs, so the third task is still queued when cancelled.
-    blocker = ray_backend.remote(num_cpus=1)(lambda s: ray_backend.get(s.wait.remote()))
-    blockers = [blocker.remote(signal) for _ in range(2)]
+def test_cancel_queued_task(ray_backend, gate):
+    # Two blockers occupy both CPUs (blocking outside get(), which would lend the
+    # CPU back), so the third task is still queued when cancelled.
+    blocker = ray_backend.remote(num_cpus=1)(wait_for_file)
+    blockers = [blocker.remote(gate.path) for _ in range(2)]
     queued = ray_backend.remote(add).remote(1)
     ray_backend.cancel(queued)
     with pytest.raises(ray_backend.exceptions.TaskCancelledError):
         ray_backend.get(queued, timeout=60)
-    signal.send.remote()
+    gate.open()
     ray_backend.get(blockers, timeout=60)
 
 
@@ -369,11 +370,10 @@ def test_available_resources_shape(ray_backend):
     assert all(avail[k] <= total[k] for k in avail)
 
 
-def test_available_resources_reflect_a_running_task(ray_backend, signal):
-    hold = ray_backend.remote(num_cpus=1)(lambda s: ray_backend.get(s.wait.remote()))
-    ref = hold.remote(signal)
+def test_available_resources_reflect_a_running_task(ray_backend, gate):
+    ref = ray_backend.remote(num_cpus=1)(wait_for_file).remote(gate.path)
     wait_until(lambda: ray_backend.available_resources().get("CPU") == 1.0)
-    signal.send.remote()
+    gate.open()
     ray_backend.get(ref, timeout=60)
     wait_until(lambda: ray_backend.available_resources().get("CPU") == 2.0)
 

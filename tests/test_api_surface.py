@@ -1,0 +1,93 @@
+"""The public surface: top-level names and ``exceptions`` match Ray 2.60's.
+
+The expected sets are written out (not read from ``ray``) so the ``ray`` run
+checks the lists themselves; the ``rayreact`` run checks the drop-in.  Import
+only: these tests start nothing.
+"""
+
+import importlib
+import inspect
+
+import pytest
+
+from conftest import BACKENDS
+
+# Ray 2.60's top-level functions (callables that are not classes or modules).
+TOP_LEVEL_FUNCTIONS = {
+    "available_resources", "cancel", "client", "cluster_resources", "get", "get_actor",
+    "get_gpu_ids", "get_runtime_context", "init", "is_initialized", "java_actor_class", "java_function", "kill",
+    "method", "nodes", "put", "remote", "shutdown", "timeline", "wait",
+}
+
+# Top-level classes user code names directly.
+TOP_LEVEL_CLASSES = {"ObjectRef", "ObjectRefGenerator", "DynamicObjectRefGenerator", "LoggingConfig"}
+
+# Exception -> the names among its bases that user ``except`` clauses rely on.
+EXCEPTION_BASES = {
+    "RayError": {"Exception"},
+    "RayTaskError": {"RayError"},
+    "RayActorError": {"RayError"},
+    "ActorDiedError": {"RayActorError"},
+    "ActorUnavailableError": {"RayActorError"},
+    "ActorAlreadyExistsError": {"ValueError", "RayError"},
+    "WorkerCrashedError": {"RayError"},
+    "GetTimeoutError": {"RayError", "TimeoutError"},
+    "TaskCancelledError": {"RayError"},
+    "ObjectLostError": {"RayError"},
+    "OwnerDiedError": {"ObjectLostError"},
+    "ObjectFreedError": {"ObjectLostError"},
+    "ObjectStoreFullError": {"RayError"},
+    "OutOfMemoryError": {"RayError"},
+    "RaySystemError": {"RayError"},
+    "TaskUnschedulableError": {"RayError"},
+    "ActorUnschedulableError": {"RayError"},
+    "RuntimeEnvSetupError": {"RayError"},
+    "NodeDiedError": {"RayError"},
+    "LocalRayletDiedError": {"RayError"},
+    "CrossLanguageError": {"RayError"},
+    "PendingCallsLimitExceeded": {"RayError"},
+}
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    return importlib.import_module(request.param)
+
+
+def _public_functions(module):
+    return {name for name, value in vars(module).items()
+            if not name.startswith("_") and callable(value)
+            and not inspect.isclass(value) and not inspect.ismodule(value)}
+
+
+def _all_ancestor_names(cls):
+    return {c.__name__ for c in cls.__mro__}
+
+
+def test_top_level_functions_equal_ray_2_60(backend):
+    assert _public_functions(backend) == TOP_LEVEL_FUNCTIONS
+
+
+def test_top_level_classes_exist(backend):
+    for name in TOP_LEVEL_CLASSES:
+        assert inspect.isclass(getattr(backend, name)), name
+
+
+def test_exceptions_module_is_reachable_both_ways(backend):
+    assert importlib.import_module(f"{backend.__name__}.exceptions") is backend.exceptions
+
+
+@pytest.mark.parametrize("name", sorted(EXCEPTION_BASES))
+def test_exception_class_and_bases(backend, name):
+    cls = getattr(backend.exceptions, name)
+    assert inspect.isclass(cls) and issubclass(cls, BaseException)
+    assert EXCEPTION_BASES[name] <= _all_ancestor_names(cls)
+
+
+def test_every_ray_exception_name_exists(backend):
+    import ray.exceptions
+    ray_names = {name for name, value in vars(ray.exceptions).items()
+                 if inspect.isclass(value) and issubclass(value, BaseException)
+                 and value.__module__ == "ray.exceptions"}
+    missing = {name for name in ray_names if not hasattr(backend.exceptions, name)}
+    assert missing == set()

@@ -6,6 +6,7 @@ own CI does), and prints pass/skip/fail counts per file and in total.
 """
 
 import argparse
+import importlib.util
 import os
 import re
 import subprocess
@@ -28,7 +29,12 @@ def main(argv=None):
         p.error("--ray-tests (or RAYREACT_RAY_TESTS) is required")
     totals = {"passed": 0, "skipped": 0, "failed": 0, "error": 0, "xfailed": 0, "xpassed": 0}
     rows = []
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
+    from compat_tests.ray_suite import aliases
+
+    paths = [ROOT, os.environ.get("PYTHONPATH")]
+    if importlib.util.find_spec("setproctitle") is None:
+        paths.append(aliases.SITE_DIR)  # workers import it too (by reference)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
     for name in ns.files:
         path = os.path.join(ns.ray_tests, name)
         cmd = [sys.executable, "-m", "pytest", path, "-p", "compat_tests.ray_suite.plugin", "--noconftest",

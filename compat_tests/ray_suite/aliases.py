@@ -64,25 +64,10 @@ def map_ray_tests(tests_dir):
         pass
 
 
+SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
+
+
 def _ensure_setproctitle():
-    """Ray ships ``setproctitle`` among its third-party files; offer it the same way."""
-    try:
-        import setproctitle  # noqa: F401
-        return
-    except ImportError:
-        pass
-    module = types.ModuleType("setproctitle")
-
-    def getproctitle():
-        try:
-            with open("/proc/self/cmdline", "rb") as f:
-                return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            return ""
-
-    def setproctitle(title):
-        pass
-
-    module.getproctitle = getproctitle
-    module.setproctitle = setproctitle
-    sys.modules["setproctitle"] = module
+    """Ray's tests import ``setproctitle``; offer the stand-in in ``site/`` if it is not installed."""
+    if importlib.util.find_spec("setproctitle") is None and SITE_DIR not in sys.path:
+        sys.path.append(SITE_DIR)

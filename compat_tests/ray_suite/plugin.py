@@ -41,6 +41,7 @@ def pytest_configure(config):
         aliases.install(tests_dir)
     elif tests_dir:
         aliases.map_ray_tests(tests_dir)
+        aliases._ensure_setproctitle()
     config.addinivalue_line("markers", "asyncio: run the coroutine test in an event loop")
 
 
@@ -81,8 +82,7 @@ def _fresh_start(**overrides):
     ray = _ray()
     if ray.is_initialized():
         ray.shutdown()
-    kwargs = {"num_cpus": 1, "object_store_memory": 150 * 1024 * 1024, "include_dashboard": False,
-              "namespace": ""}
+    kwargs = {"num_cpus": 1, "object_store_memory": 150 * 1024 * 1024, "include_dashboard": False}
     kwargs.update(overrides)
     return ray.init(**kwargs)
 

@@ -282,7 +282,9 @@ def _translating_errors(fn):
 
 def _ray():
     if _runtime is None:
-        raise RuntimeError("rayreact is not connected to a Ray cluster")
+        if not in_ray_worker():
+            raise RuntimeError("rayreact is not connected to a Ray cluster")
+        connect(None)  # user code running inside a Ray worker: adopt its connection
     return _runtime.ray
 
 

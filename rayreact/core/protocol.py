@@ -20,6 +20,7 @@ An object travels as a *descriptor* ``(kind, payload, contained, is_error)``:
 import pickle
 
 DEFINE, RUN_TASK, CREATE, CALL, REPLY, EXIT, CANCEL, SET_SPIN = range(8)
+REACTOR = 8        # ('start', program) | ('ack', plan): a replayed plan (see core.reactor)
 READY, DONE, REQUEST, RELEASE, EXITING, SPAWNED, DIED, STREAM_ITEM = range(10, 18)
 
 # Nested API verbs a worker asks the driver to carry out.

@@ -164,6 +164,7 @@ class Worker:
         self._loop = None
         self._running = True
         self._max_concurrency = 1
+        self.current_pg = None       # (placement group hex id, capture child tasks) of the running task/actor
         self._tracer = None
         if os.environ.get("RAYREACT_TRACE"):
             from .tracing import Tracer
@@ -234,6 +235,9 @@ class Worker:
             channel.set_spin_seconds(msg[1])
         elif kind == protocol.CANCEL:
             pass
+        elif kind == protocol.REACTOR:
+            from . import reactor
+            reactor.handle(self, msg)
 
     def _load_code(self, code_id):
         obj = self._code.get(code_id)
@@ -333,7 +337,8 @@ class Worker:
 
     # ---------------------------------------------------------------- tasks
     def _run_task(self, msg):
-        (_, task_id, code_id, name, args_desc, arg_descs, return_ids, num_returns, env, resources) = msg
+        (_, task_id, code_id, name, args_desc, arg_descs, return_ids, num_returns, env, resources, pg_info) = msg
+        self.current_pg = pg_info
         self.current_task_id = task_id
         self.current_task_name = name
         self.display_name = name.rsplit(".", 1)[-1]
@@ -375,7 +380,8 @@ class Worker:
     # ---------------------------------------------------------------- actors
     def _create_actor(self, msg):
         (_, actor_id, code_id, class_name, args_desc, arg_descs, max_concurrency, is_async, resources,
-         handle_info, trace_key) = msg
+         handle_info, trace_key, pg_info) = msg
+        self.current_pg = pg_info
         self.is_actor = True
         self.actor_id = actor_id
         self.display_name = class_name

@@ -1,0 +1,606 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""The reactor scheduler: a worker's side of a replayed plan (see ``replay`` for the driver's).
+
+A worker enters reactor mode when the driver sends ``protocol.REACTOR`` with its
+*program*: the reactions it owns (one per scheduled position of the period), the
+channels it reads and writes, and how far back it must keep tokens::
+
+    driver ──inbox──▶ ┌───────────────────────────────┐ ──▶ to_driver ──▶ driver (get / wait)
+    actor X ─ring X→W─▶│ WorkerReactor: for each INVOKE │ ──▶ ring W→Y  ──▶ actor Y (direct, no driver)
+    (dynamic inbound) ─▶│ gather tokens, run, emit       │
+                        └───────────────────────────────┘
+
+Frames on every ring are ``[kind u8][...]``: the driver writes ``INVOKE`` (the
+literal arguments of one reaction, already serialized: snapshot semantics),
+``TOKEN`` (a value a driver ``put`` made, or a seed), ``STOP`` and ``DEAD``;
+reactors write ``TOKEN`` (one per output per reader: a value is serialized
+once, however many readers), ``NOTE``, ``HANDOVER`` and ``STOPPED``.
+
+Tokens are never overwritten in place: a token is a new bytes object (or a new
+segment file, hard-linked once per reader, each reader unlinking its link after
+mapping it), so a value the script still holds stays intact.  A reactor keeps
+its own outputs for ``retain`` trace events (so the driver can hand any of them
+to the dynamic runtime on deoptimization) and the tokens it read for ``keep``
+events (the longest distance from a write to a read of it).
+
+Waiting is ``channel.Poller.wait``: a short spin with the GIL released, then a
+futex wait on the worker's doorbell, with a timeout so a worker notices its
+parent's death.  Every write that finds a ring full drains this worker's own
+input rings while it waits, so no cycle of full rings can deadlock.
+"""
+
+import asyncio
+import collections
+import os
+import pickle
+import struct
+import time
+import traceback
+
+from libc.stdint cimport int64_t
+
+from .. import exceptions
+from . import channel, protocol, serialization
+
+# Frame kinds.
+TOKEN = 1
+INVOKE = 2
+STOP = 3
+DEAD = 4
+NOTE = 5
+HANDOVER = 6
+STOPPED = 7
+
+# Token flags.
+F_ERROR = 1
+F_SEGMENT = 2
+F_REFS = 4
+
+# Argument spec kinds.
+A_LITERAL = 0
+A_PERIOD = 1
+A_CONST = 2
+
+TOKEN_HEADER = struct.Struct("<BIqB")      # kind, connection, producer index, flags
+INVOKE_HEADER = struct.Struct("<BqB")      # kind, index, payload kind (0 none, 1 inline, 2 segment)
+TIMELINE_RECORDS = 16384
+_TL_HEADER = 8                              # one u64 count, then (index, t0, t1) float64 records
+
+_token_header_pack = TOKEN_HEADER.pack
+_token_header_unpack = TOKEN_HEADER.unpack_from
+_invoke_header_unpack = INVOKE_HEADER.unpack_from
+
+
+def token_frame(int conn, int64_t index, int flags, payload):
+    """One TOKEN frame; ``payload`` is a pack (bytes) or, for ``F_SEGMENT``, a link path."""
+    if flags & F_SEGMENT:
+        payload = payload.encode()
+    return _token_header_pack(TOKEN, conn, index, flags) + payload
+
+
+def control_frame(int kind, obj=None):
+    return bytes((kind,)) + (pickle.dumps(obj, protocol=5) if obj is not None else b"")
+
+
+def parse_control(frame):
+    return pickle.loads(memoryview(frame)[1:]) if len(frame) > 1 else None
+
+
+def decode_token(frame, bint keep_link=False):
+    """(connection, index, token) of a TOKEN frame; a segment token is mapped and, unless
+    ``keep_link``, its link unlinked at once (the mapping outlives it)."""
+    cdef int kind, conn, flags
+    cdef int64_t index
+    kind, conn, index, flags = _token_header_unpack(frame, 0)
+    return conn, index, make_token(flags, memoryview(frame)[TOKEN_HEADER.size:], keep_link)
+
+
+cdef class Token:
+    """A value as it travels: a pack in memory (inline, or a mapped segment), flags, nested ref ids."""
+    cdef public int flags
+    cdef public object data          # bytes or memoryview of the pack
+    cdef public object path          # the segment file (or link) this process owns, if any
+    cdef public object contained     # ids of refs nested in the value (F_REFS)
+    cdef public object keepalive     # the original value, kept while nested refs must stay alive
+
+    def __init__(self, int flags, data, path=None, contained=(), keepalive=None):
+        self.flags = flags
+        self.data = data
+        self.path = path
+        self.contained = contained
+        self.keepalive = keepalive
+
+    @property
+    def is_error(self):
+        return bool(self.flags & F_ERROR)
+
+    def value(self):
+        return serialization.loads_pack(self.data)
+
+    def descriptor(self):
+        """This token as a dynamic-runtime object descriptor (the path, if any, changes owner)."""
+        if self.path is not None:
+            return (serialization.SEGMENT, self.path, list(self.contained), bool(self.flags & F_ERROR))
+        return (serialization.INLINE, bytes(self.data), list(self.contained), bool(self.flags & F_ERROR))
+
+    def discard(self):
+        if self.path is not None:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+            self.path = None
+
+
+def make_token(int flags, payload, bint keep_link=False):
+    """Rebuild a token from a frame payload (maps segments; unlinks our link unless ``keep_link``)."""
+    contained = ()
+    if flags & F_REFS:
+        body, contained = pickle.loads(payload)
+        payload = body
+    if flags & F_SEGMENT:
+        path = bytes(payload).decode() if not isinstance(payload, str) else payload
+        view = serialization.map_segment(path)
+        if keep_link:
+            return Token(flags & ~F_SEGMENT, view, path, contained)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return Token(flags & ~F_SEGMENT, view, None, contained)
+    if isinstance(payload, memoryview):
+        payload = payload.tobytes()
+    return Token(flags, payload, None, contained)
+
+
+def frame_for(int conn, int64_t index, Token tok, link=None):
+    """A TOKEN frame for ``tok``; ``link`` is the reader's hard link when the value is a segment."""
+    cdef int flags = tok.flags
+    if link is not None:
+        body = link.encode()
+        flags |= F_SEGMENT
+    else:
+        body = tok.data
+    if flags & F_REFS:
+        body = pickle.dumps((bytes(body) if link is None else link, list(tok.contained)), protocol=5)
+        if link is not None:
+            flags |= F_SEGMENT
+    return _token_header_pack(TOKEN, conn, index, flags) + bytes(body)
+
+
+def serialize_token(value, bint is_error, shm_prefix, int64_t index, int conn):
+    """Serialize one value once: inline pack, or a segment file this process owns."""
+    ser = serialization.serialize(value, is_error=is_error)
+    cdef int flags = F_ERROR if is_error else 0
+    contained = tuple(ser.contained)
+    if contained:
+        flags |= F_REFS
+    if ser.size <= serialization.INLINE_LIMIT:
+        return Token(flags, ser.pack(), None, contained, value if contained else None)
+    path = f"{shm_prefix}-rt{index}c{conn}-{os.urandom(6).hex()}"
+    ser.write_segment(path)
+    return Token(flags, serialization.map_segment(path), path, contained, value if contained else None)
+
+
+class TimelineLog:
+    """Reaction start/end times in a small shared file the driver reads at any time."""
+
+    def __init__(self, path, create):
+        import mmap
+        size = _TL_HEADER + TIMELINE_RECORDS * 24
+        fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o600)
+        try:
+            if create:
+                os.ftruncate(fd, size)
+            self.mm = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        self.path = path
+        self.count = memoryview(self.mm)[:8].cast("Q")
+        self.records = memoryview(self.mm)[_TL_HEADER:].cast("d")
+
+    def read(self):
+        n = self.count[0]
+        first = max(0, n - TIMELINE_RECORDS)
+        out = []
+        for k in range(first, n):
+            j = (k % TIMELINE_RECORDS) * 3
+            out.append((int(self.records[j]), self.records[j + 1], self.records[j + 2]))
+        return out
+
+    def close(self):
+        try:
+            self.count.release()
+            self.records.release()
+            self.mm.close()
+        except (BufferError, ValueError):
+            pass
+
+
+cdef class WorkerReactor:
+    """Runs one worker's static reaction order until the driver says STOP."""
+
+    cdef object worker
+    cdef object program
+    cdef object inbox
+    cdef object to_driver
+    cdef list in_rings
+    cdef list out_rings
+    cdef object poller
+    cdef object invocations
+    cdef dict buf
+    cdef dict consts
+    cdef dict retained
+    cdef dict reactions
+    cdef dict routes
+    cdef dict writers
+    cdef dict dead
+    cdef object const_conns
+    cdef int64_t period
+    cdef int64_t start
+    cdef int64_t keep
+    cdef int64_t retain
+    cdef int64_t first_position
+    cdef object shm_prefix
+    cdef object log
+    cdef object log_count
+    cdef object log_records
+    cdef int64_t logged
+    cdef bint exiting
+    cdef bint raised_noted
+    cdef object bells
+
+    def __init__(self, worker, program):
+        self.worker = worker
+        self.program = program
+        self.period = program["period"]
+        self.start = program["start"]
+        self.keep = program["keep"]
+        self.retain = program["retain"]
+        self.reactions = program["reactions"]
+        self.first_position = min(self.reactions)
+        self.routes = program["routes"]
+        self.writers = program["writers"]
+        self.shm_prefix = program["shm_prefix"]
+        self.const_conns = program["const_conns"]
+        self.buf = {}
+        self.consts = {}
+        self.retained = {}
+        self.dead = {}
+        self.invocations = collections.deque()
+        self.exiting = False
+        self.raised_noted = False
+        self.bells = {}
+        self.in_rings = []
+        for path, writer_bell in program["in_rings"]:
+            ring = channel.Ring(path)
+            ring.writer_bell = self._bell(writer_bell)
+            self.in_rings.append(ring)
+        self.inbox = self.in_rings[0]
+        self.out_rings = []
+        for path, reader_bell in program["out_rings"]:
+            ring = channel.Ring(path)
+            ring.reader_bell = self._bell(reader_bell)
+            self.out_rings.append(ring)
+        self.to_driver = self.out_rings[0]
+        self.poller = channel.Poller(worker._bell)
+        self.poller.set_rings(self.in_rings + [worker._inbound])
+        self.log = TimelineLog(program["timeline"], False)
+        self.log_count = self.log.count
+        self.log_records = self.log.records
+        self.logged = self.log_count[0]
+        if program.get("spin") is not None:
+            channel.set_spin_seconds(program["spin"])
+
+    def _bell(self, path):
+        bell = self.bells.get(path)
+        if bell is None:
+            bell = self.bells[path] = channel.Doorbell(path)
+        return bell
+
+    # ------------------------------------------------------------------ main loop
+    def run(self):
+        """Execute invocations in order until STOP (then hand over and wait for the ACK)."""
+        cdef object item
+        try:
+            while True:
+                item = self._next_invocation()
+                if item is None:
+                    return
+                if item[0] == STOP:
+                    self._stop(item[1])
+                    return
+                self._react(item[1], item[2], item[3])
+        finally:
+            self._close()
+
+    cdef object _next_invocation(self):
+        while not self.invocations:
+            if self.exiting:
+                return None
+            if not self._drain():
+                self._wait()
+        return self.invocations.popleft()
+
+    cdef bint _drain(self):
+        """Read every frame waiting on the input rings, and serve dynamic messages."""
+        cdef bint progressed = False
+        cdef object ring, frame
+        cdef int kind
+        for ring in self.in_rings:
+            while True:
+                frame = ring.read()
+                if frame is None:
+                    break
+                progressed = True
+                kind = frame[0]
+                if kind == TOKEN:
+                    self._store(frame)
+                elif kind == INVOKE:
+                    index, how = _invoke_header_unpack(frame, 0)[1:]
+                    self.invocations.append((INVOKE, index, how, memoryview(frame)[INVOKE_HEADER.size:]))
+                elif kind == STOP:
+                    self.invocations.append((STOP, parse_control(frame)))
+                elif kind == DEAD:
+                    name, payload = parse_control(frame)
+                    self.dead[name] = payload
+        worker = self.worker
+        while True:
+            msg = worker._next_message(False)
+            if msg is None:
+                break
+            progressed = True
+            worker._handle(msg)
+            if not worker._running:
+                self.exiting = True
+                break
+        return progressed
+
+    cdef void _store(self, frame):
+        conn, index, tok = decode_token(frame)
+        if conn in self.const_conns:
+            self.consts[(conn, index)] = tok
+        else:
+            self.buf[(conn, index)] = tok
+
+    cdef void _wait(self):
+        self.worker._flush_releases()
+        if not self.poller.wait(1.0):
+            if os.getppid() == 1:
+                os._exit(1)
+
+    cdef Token _token(self, int conn, int64_t index, bint const):
+        cdef object key = (conn, index)
+        cdef object tok
+        while True:
+            tok = (self.consts if const else self.buf).get(key)
+            if tok is not None:
+                return tok
+            writer = self.writers.get(conn)
+            if writer in self.dead:
+                # Its frames were all read before its DEAD notice: this one will never come.
+                return Token(F_ERROR, self.dead[writer])
+            if self.exiting:
+                return Token(F_ERROR, serialization.serialize(exceptions.RaySystemError(
+                    "worker exiting"), is_error=True).pack())
+            if not self._drain():
+                self._wait()
+
+    # ------------------------------------------------------------------ one reaction
+    cdef void _react(self, int64_t index, int how, payload):
+        cdef int64_t position = (index - self.start) % self.period
+        cdef double t0 = time.monotonic()
+        cdef Token tok
+        cdef Token failed = None
+        method, specs, outputs, name = self.reactions[position]
+        if position == self.first_position:
+            self._age(index)
+        if how == 1:
+            literals = serialization.loads_pack(payload)
+        elif how == 2:
+            path = bytes(payload).decode()
+            literals = serialization.loads_pack(serialization.map_segment(path))
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        else:
+            literals = ()
+        args = []
+        kwargs = {}
+        for spec in specs:
+            kind = spec[1]
+            if kind == A_LITERAL:
+                value = literals[spec[2]]
+            else:
+                if kind == A_PERIOD:
+                    tok = self._token(spec[2], index - spec[3], False)
+                else:
+                    tok = self._token(spec[2], spec[3], True)
+                if tok.flags & F_ERROR:
+                    if failed is None:
+                        failed = tok
+                    continue
+                value = tok.value()
+            if type(spec[0]) is str:
+                kwargs[spec[0]] = value
+            else:
+                args.append(value)
+        payload = literals = None
+        exiting = False
+        if failed is not None:
+            # A failed dependency: every output is that same error, as in dynamic mode.
+            results = [Token(failed.flags & F_ERROR, failed.data) for _ in outputs]
+        else:
+            results, exiting = self._call(index, method, name, args, kwargs, outputs)
+        args = kwargs = None
+        for conn, tok in zip(outputs, results):
+            self._emit(conn, index, tok)
+        self._log(index, t0, time.monotonic())
+        if exiting:
+            self.to_driver.write(control_frame(NOTE, ("exit", index)), 1.0)
+            self.worker._exit_now()
+
+    cdef tuple _call(self, int64_t index, method, name, list args, dict kwargs, tuple outputs):
+        worker = self.worker
+        cdef int n = len(outputs)
+        try:
+            value = worker._call_target(method)(*args, **kwargs)
+            if asyncio.iscoroutine(value):
+                value = asyncio.run(value)
+            if n == 1:
+                values = (value,)
+            elif n == 0:
+                values = ()
+            else:
+                if not isinstance(value, (tuple, list)) or len(value) != n:
+                    raise ValueError(f"Task returned {len(value) if hasattr(value, '__len__') else 'a non-sequence'} "
+                                     f"objects, but num_returns={n}.")
+                values = tuple(value)
+            value = None
+            return [serialize_token(v, False, self.shm_prefix, index, conn) for conn, v in zip(outputs, values)], False
+        except SystemExit:
+            err = exceptions.ActorDiedError(
+                error_msg="The actor died because it called exit_actor() (or __ray_terminate__) "
+                          "and this call did not return a value.")
+            return self._errors(err, outputs, index), True
+        except BaseException as exc:  # noqa: BLE001 - every user error goes back to its readers
+            exc.__traceback__ = _user_frames(exc.__traceback__)
+            err = worker._task_error(name, exc, actor=True)
+            self._note_raised(index)
+            return self._errors(err, outputs, index), False
+
+    cdef list _errors(self, err, tuple outputs, int64_t index):
+        try:
+            data = serialization.serialize(err, is_error=True).pack()
+        except Exception:
+            err = exceptions.RayTaskError(err.function_name, err.traceback_str, RuntimeError(repr(err.cause)),
+                                          err.proctitle, err.pid, err.ip)
+            data = serialization.serialize(err, is_error=True).pack()
+        return [Token(F_ERROR, data) for _ in outputs]
+
+    cdef void _note_raised(self, int64_t index):
+        if not self.raised_noted:
+            self.raised_noted = True
+            self._write(self.to_driver, control_frame(NOTE, ("raised", index)))
+
+    cdef void _emit(self, int conn, int64_t index, Token tok):
+        """Send one output token to every reader: one serialization, one frame per reader."""
+        route = self.routes.get(conn)
+        if route is None:
+            return
+        local, targets = route
+        cdef object frame = None
+        if local:
+            self.buf[(conn, index)] = tok
+        for target in targets:
+            if tok.path is not None:
+                link = f"{tok.path}.{target}"
+                try:
+                    os.link(tok.path, link)
+                except OSError:
+                    link = None
+                self._write(self.out_rings[target], frame_for(conn, index, tok, link))
+            else:
+                if frame is None:
+                    frame = frame_for(conn, index, tok, None)
+                self._write(self.out_rings[target], frame)
+        if tok.flags & F_REFS:
+            self._write(self.to_driver, control_frame(NOTE, ("refs", index)))
+        self.retained[(conn, index)] = tok
+
+    cdef void _write(self, ring, frame):
+        """Write without ever blocking on a full ring: drain our inputs while we wait for space."""
+        if ring.try_write(frame):
+            return
+        ring.want_space(True)
+        try:
+            while not ring.try_write(frame):
+                if ring.is_closed() or self.exiting:
+                    return
+                if not self._drain():
+                    self.poller.wait(0.05)
+                if os.getppid() == 1:
+                    os._exit(1)
+        finally:
+            ring.want_space(False)
+
+    cdef void _log(self, int64_t index, double t0, double t1):
+        cdef int64_t j = (self.logged % TIMELINE_RECORDS) * 3
+        records = self.log_records
+        records[j] = <double>index
+        records[j + 1] = t0
+        records[j + 2] = t1
+        self.logged += 1
+        self.log_count[0] = self.logged
+
+    cdef void _age(self, int64_t index):
+        """Forget tokens no reaction of ours can read any more, and outputs past the retention window."""
+        cdef int64_t oldest = index - self.keep
+        if self.buf:
+            for key in [k for k in self.buf if k[1] < oldest]:
+                del self.buf[key]
+        oldest = index - self.retain
+        if self.retained:
+            for key in [k for k in self.retained if k[1] < oldest]:
+                tok = self.retained.pop(key)
+                (<Token>tok).discard()
+
+    # ------------------------------------------------------------------ stop
+    cdef void _stop(self, wanted):
+        """Every invocation before STOP has run: hand over what the driver asks for, then wait for its ACK."""
+        for key in wanted:
+            tok = self.retained.get(tuple(key))
+            if tok is None:
+                tok = self.buf.get(tuple(key))
+            if tok is None:
+                continue
+            desc = (<Token>tok).descriptor()
+            (<Token>tok).path = None          # the driver owns the file now
+            self._write(self.to_driver, control_frame(HANDOVER, (tuple(key), desc)))
+        for ring in self.in_rings[1:]:
+            ring.mark_closed()
+        self._write(self.to_driver, control_frame(STOPPED, self.program["plan"]))
+        # Values the driver adopted may nest refs we keep alive: hold them until it has them.
+        worker = self.worker
+        plan_id = self.program["plan"]
+        while worker._running:
+            msg = worker._next_message(False)
+            if msg is None:
+                self.poller.wait(1.0)
+                if os.getppid() == 1:
+                    os._exit(1)
+                continue
+            if msg[0] == protocol.REACTOR and msg[1] == "ack" and msg[2] == plan_id:
+                break
+            worker._handle(msg)
+
+    cdef void _close(self):
+        for tok in self.retained.values():
+            (<Token>tok).discard()
+        self.retained.clear()
+        self.buf.clear()
+        self.consts.clear()
+        for ring in self.in_rings + self.out_rings:
+            try:
+                ring.close()
+            except Exception:
+                pass
+        self.log_count = self.log_records = None
+        self.log.close()
+
+
+def _user_frames(tb):
+    """Drop the scheduler's own frames, so the remote traceback shows user code only (as in dynamic mode)."""
+    while tb is not None and tb.tb_frame.f_code.co_filename.endswith(("reactor.pyx", "worker.py")):
+        tb = tb.tb_next
+    return tb
+
+
+def handle(worker, msg):
+    """Entry point from the worker's message loop: ``(protocol.REACTOR, 'start', program)``.
+
+    Returns when the driver has stopped the plan (or the worker is exiting).  A
+    stray 'ack' (its run already ended) needs nothing."""
+    if msg[1] == "start":
+        WorkerReactor(worker, msg[2]).run()

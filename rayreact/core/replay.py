@@ -1,0 +1,1235 @@
+"""Replay: the driver's side of the reactor layer (record -> infer -> replay -> deopt).
+
+::
+
+             every driver API call (the Runtime's entry points, wrapped here)
+                                   │
+     RECORDING ── feed record.Recorder; after a get/wait, now and then run infer.infer
+         │ a plan without blockers, and the next call sits at plan.switch
+         ▼
+     REPLAYING ── ReplayRun: guard check + one frame per call on pre-wired rings;
+         │        workers run their static schedule (reactor.pyx); values flow
+         │        worker to worker; get reads the driver's rings directly
+         │ any deviation (guard, kill, new actor, a reaction raising, a worker
+         │ dying, a ref held past the plan's buffering, another thread)
+         ▼
+     DYNAMIC  ── drain what is in flight, hand every value the script can still
+                 reach to the dynamic object table, carry on with the Runtime;
+                 after a cool-down, RECORDING again (a new phase may settle)
+
+Calls made inside workers never come through here: they stay dynamic.
+
+Lock order: ``Reactor.lock`` may be held while taking ``Runtime._lock``, never
+the reverse; hooks that run under the runtime's lock (a worker died) only set
+flags and ring the replay doorbell.
+
+What replay keeps per value (see ``infer``'s contract): every ref it returns
+remembers its producer (trace index, return); a token (the serialized value)
+is never overwritten, only dropped once the script can no longer name it.
+Refs still alive ``R`` periods after they were made are moved into the dynamic
+object table if the driver holds their value, or force a deopt (the value
+then comes back from the worker that made it).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import pickle
+import threading
+import time
+
+from .. import exceptions
+from ..object_ref import ObjectRef
+from . import channel, ids, protocol, refcount, serialization, submission
+from .infer import infer
+from .record import ACTOR_METHOD, TASK, ActorInfo, Recorder
+from .runtime import READY, Runtime
+
+logger = logging.getLogger("rayreact")
+
+RECORDING, REPLAYING, DYNAMIC, OFF = "RECORDING", "REPLAYING", "DYNAMIC", "OFF"
+DEOPT = object()                       # a fast path's answer: "deoptimized, run this call dynamically"
+
+REPEATS = int(os.environ.get("RAYREACT_REPEATS", "3"))
+WINDOW = 4096                          # events infer looks at
+MAX_TRACE = 16384                      # a recorder that found nothing this long starts afresh
+RING_CAPACITY = 1 << 20
+COOLDOWN_FIRST = 64                    # dynamic events before recording again, doubled after each deopt
+COOLDOWN_MAX = 1 << 16
+
+_CALL, _PUT, _GET, _WAIT = range(4)
+_PLAIN_TYPES = (int, float, bool, str, bytes, type(None))
+
+try:
+    import numpy as _np
+    _ndarray, _npgeneric = _np.ndarray, _np.generic
+except ImportError:  # pragma: no cover
+    _ndarray = _npgeneric = ()
+
+
+class Refused(Exception):
+    """A plan replay cannot run (the reason is kept for ``explain``)."""
+
+
+def install(rt):
+    """Attach a reactor to ``rt``; every driver API entry point then goes through it."""
+    return Reactor(rt)
+
+
+class Reactor:
+    """The reactor layer of one driver runtime: its state machine and everything explain() reports."""
+
+    def __init__(self, rt):
+        from . import reactor as _reactor_ext          # the Cython scheduler (also the frame codec)
+        self.ext = _reactor_ext
+        self.rt = rt
+        self.lock = threading.RLock()
+        self.state = RECORDING
+        self.index = 0                   # absolute event index of the next driver API call
+        self.recorder = None
+        self.pending = None              # a replayable plan waiting for its switch point
+        self.run = None
+        self.runs = []                   # finished runs (for explain/timeline)
+        self.fallbacks = []              # (when, reason, periods replayed)
+        self.refusals = collections.OrderedDict()   # reason -> count
+        self.cooldown = 0
+        self.backoff = COOLDOWN_FIRST
+        self.next_attempt = 0
+        self.plans_found = 0
+        self.started = time.monotonic()
+        self.bell = None
+        self.run_counter = 0
+        self._wrap()
+        self._start_recording()
+
+    # ================================================================== wiring into the Runtime
+    def _wrap(self):
+        rt = self.rt
+        names = ("submit_task", "submit_actor_call", "put", "get_values", "wait_ids", "create_actor", "kill_actor",
+                 "cancel", "shutdown", "_on_worker_died")
+        self.dyn = {name: getattr(Runtime, name).__get__(rt) for name in names}
+        for name in names:
+            setattr(rt, name, getattr(self, name.lstrip("_")))
+        rt.timeline_events = self.timeline_events
+        rt._reactor = self
+
+    # ================================================================== state changes
+    def _start_recording(self):
+        rt = self.rt
+        actors = {}
+        with rt._lock:
+            for aid, a in rt.actors.items():
+                if a.state != "DEAD":
+                    actors[aid] = ActorInfo(a.class_name, a.max_concurrency or 1, bool(getattr(a, "is_async", False)))
+        internal = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))),)
+        self.recorder = Recorder(ObjectRef, ref_id=_ref_id, internal=internal, actors=actors, first_index=self.index)
+        self.pending = None
+        self.next_attempt = 8
+        self.state = RECORDING
+
+    def _go_dynamic(self, cooldown):
+        self.recorder = None
+        self.pending = None
+        self.cooldown = cooldown
+        self.state = DYNAMIC
+
+    def _refuse(self, reason):
+        self.refusals[reason] = self.refusals.get(reason, 0) + 1
+        self._go_dynamic(self.backoff)
+        self.backoff = min(self.backoff * 2, COOLDOWN_MAX)
+
+    def _enter(self):
+        """Called under ``self.lock`` at the start of every API event: True if this event replays."""
+        state = self.state
+        if state is REPLAYING:
+            run = self.run
+            if run.reason is not None:
+                self.deopt(run.reason)
+                return False
+            if threading.get_ident() != run.owner:
+                self.deopt("an API call from another thread")
+                return False
+            return True
+        if state is RECORDING:
+            plan = self.pending
+            if plan is not None and plan.position(self.index) == plan.switch:
+                return self._switch(plan)
+            return False
+        if state is DYNAMIC:
+            self.index += 1
+            self.cooldown -= 1
+            if self.cooldown <= 0:
+                self._start_recording()
+        return False
+
+    def _switch(self, plan):
+        self.pending = None
+        self.run_counter += 1
+        try:
+            run = ReplayRun(self, plan, self.recorder.trace, self.index, self.run_counter)
+        except Refused as exc:
+            self._refuse(str(exc))
+            return False
+        self.run = run
+        self.recorder = None
+        self.state = REPLAYING
+        return True
+
+    def deopt(self, reason):
+        """Leave replay: drain, hand values over, continue dynamically (recording again later)."""
+        run = self.run
+        if run is None:
+            return
+        try:
+            run.stop(reason)
+        finally:
+            self.run = None
+            self.index = run.idx
+            self.runs.append(run.summary())
+            self.fallbacks.append((time.monotonic() - self.started, reason, run.periods))
+            if run.periods >= 8 * max(1, run.repeats_needed):
+                self.backoff = COOLDOWN_FIRST     # a run that paid for itself: try again soon
+            self._go_dynamic(self.backoff)
+            self.backoff = min(self.backoff * 2, COOLDOWN_MAX)
+
+    # ================================================================== recording
+    def _recorded(self, event_kind):
+        """After an event was recorded: guard-check a pending plan; after gets/waits, try infer."""
+        rec = self.recorder
+        self.index = rec.next_index
+        plan = self.pending
+        if plan is not None:
+            if not plan.guard.check(rec.trace.events[-1]):
+                self.pending = None
+        if event_kind in ("get", "wait") and self.pending is None:
+            self._maybe_infer()
+        elif len(rec.trace.events) > MAX_TRACE:
+            self._start_recording()
+
+    def _maybe_infer(self):
+        rec = self.recorder
+        n = len(rec.trace.events)
+        if n < self.next_attempt:
+            return
+        self.next_attempt = n + max(8, min(n // 4, 256))
+        plan = infer(rec.trace, repeats=REPEATS, window=WINDOW)
+        if plan is None:
+            if n > MAX_TRACE:
+                self._start_recording()
+            return
+        self.plans_found += 1
+        if not plan.replayable:
+            self._refuse("; ".join(plan.blockers))
+            return
+        problem = _unsupported(plan)
+        if problem:
+            self._refuse(problem)
+            return
+        self.pending = plan
+
+    def _record_submit(self, kind, target, actor, args, kwargs, num_returns, out):
+        if num_returns == 0 or out is None:
+            ref_ids = ()
+        elif type(out) is ObjectRef:
+            ref_ids = (out._id,)
+        else:
+            ref_ids = tuple(r._id for r in out)
+        self.recorder.on_submit(kind, target, actor, args, kwargs or {}, num_returns, ref_ids,
+                                _nested_refs(args, kwargs))
+        self._recorded("submit")
+
+    # ================================================================== wrapped entry points
+    def submit_actor_call(self, handle, info, args, kwargs, num_returns):
+        with self.lock:
+            if self._enter():
+                out = self.run.call(handle._actor_id, info.name, args, kwargs, num_returns)
+                if out is not DEOPT:
+                    return out
+            out = self.dyn["submit_actor_call"](handle, info, args, kwargs, num_returns)
+            if self.state is RECORDING:
+                self._record_submit(ACTOR_METHOD, info.name, handle._actor_id, args, kwargs, num_returns, out)
+            return out
+
+    def submit_task(self, remote_function, args, kwargs, options):
+        with self.lock:
+            if self._enter():
+                self.deopt("a task call (tasks are not replayed)")
+            out = self.dyn["submit_task"](remote_function, args, kwargs, options)
+            if self.state is RECORDING:
+                self._record_submit(TASK, remote_function._code_id, None, args, kwargs,
+                                    submission._num_returns(options), out)
+            return out
+
+    def put(self, value):
+        with self.lock:
+            if self._enter():
+                out = self.run.put(value)
+                if out is not DEOPT:
+                    return out
+            ref = self.dyn["put"](value)
+            if self.state is RECORDING:
+                nested = _nested_refs((value,), None)
+                self.recorder.on_put(value, ref._id, nested.get(0, ()) if nested else ())
+                self._recorded("put")
+            return ref
+
+    def get_values(self, object_ids, timeout):
+        with self.lock:
+            if self._enter():
+                out = self.run.get(object_ids, timeout)
+                if out is not DEOPT:
+                    return out
+            if self.state is RECORDING:
+                self.recorder.on_get(list(object_ids), timeout)
+                self._recorded("get")
+        return self.dyn["get_values"](object_ids, timeout)
+
+    def wait_ids(self, object_ids, num_returns, timeout, fetch_local):
+        with self.lock:
+            if self._enter():
+                out = self.run.wait(object_ids, num_returns, timeout)
+                if out is not DEOPT:
+                    return out
+            if self.state is RECORDING:
+                self.recorder.on_wait(list(object_ids), num_returns, timeout)
+                self._recorded("wait")
+        return self.dyn["wait_ids"](object_ids, num_returns, timeout, fetch_local)
+
+    def create_actor(self, actor_class, args, kwargs, options):
+        with self.lock:
+            if self._enter():
+                self.deopt(f"a new actor ({actor_class._cls.__name__})")
+            handle = self.dyn["create_actor"](actor_class, args, kwargs, options)
+            if self.state is RECORDING:
+                concurrency = options.get("max_concurrency") or (1000 if actor_class._is_async else 1)
+                self.recorder.on_actor_create(actor_class._cls.__qualname__, handle._actor_id, args, kwargs or {},
+                                              concurrency, actor_class._is_async)
+                self._recorded("create")
+            return handle
+
+    def kill_actor(self, actor_id, no_restart=True):
+        with self.lock:
+            if self._enter():
+                self.deopt("ray.kill of an actor")
+            if self.state is RECORDING:
+                self.recorder.on_actor_kill(actor_id)
+                self._recorded("kill")
+        return self.dyn["kill_actor"](actor_id, no_restart)
+
+    def cancel(self, object_id, force=False, recursive=True):
+        with self.lock:
+            if self._enter():
+                self.deopt("ray.cancel")
+        return self.dyn["cancel"](object_id, force, recursive)
+
+    def on_worker_died(self, w, reason):
+        # Runs under the runtime's lock (service thread): flags only, the replaying thread does the rest.
+        self.dyn["_on_worker_died"](w, reason)
+        run = self.run
+        if run is not None:
+            run.worker_died(w)
+
+    def shutdown(self):
+        with self.lock:
+            run = self.run
+            if run is not None:
+                self.run = None
+                self.runs.append(run.summary())
+                run.abandon()
+            self.state = OFF
+        path = os.environ.get("RAYREACT_TIMELINE")
+        if path:
+            try:
+                from . import explain as _explain
+                _explain.write_timeline(self.timeline_events(), path)
+            except Exception:  # noqa: BLE001 - never fail a shutdown for a trace file
+                logger.exception("could not write the timeline")
+        if self.bell is not None:
+            self.bell.close()
+            try:
+                os.unlink(self.bell.path)
+            except OSError:
+                pass
+            self.bell = None
+        return self.dyn["shutdown"]()
+
+    # ================================================================== visibility
+    def replay_bell(self):
+        if self.bell is None:
+            self.bell = channel.Doorbell(f"{self.rt._prefix}-rbell", True)
+            self.bell.enter_active()        # the replaying thread is the only waiter: always wake its word
+        return self.bell
+
+    def snapshot(self):
+        """Plain data for explain(): state, current plan, runs, fallbacks, refusals."""
+        runs = list(self.runs)
+        run = self.run
+        if run is not None:
+            runs.append(run.summary())
+        return {
+            "state": self.state,
+            "enabled": True,
+            "runs": runs,
+            "fallbacks": list(self.fallbacks),
+            "refusals": dict(self.refusals),
+            "plans_found": self.plans_found,
+            "events": self.index if run is None else run.idx,
+            "pending": self.pending,
+        }
+
+    def timeline_events(self):
+        from . import explain as _explain
+        runs = list(self.runs)
+        if self.run is not None:
+            runs.append(self.run.summary(live=True))
+        return _explain.chrome_events(runs)
+
+
+def _ref_id(ref):
+    return ref._id if type(ref) is ObjectRef else ref
+
+
+def _nested_refs(args, kwargs):
+    """Ids of refs nested (one or two levels deep) in plain containers, per argument; None if none."""
+    found = None
+    items = list(enumerate(args))
+    if kwargs:
+        items += list(kwargs.items())
+    for key, value in items:
+        if type(value) is ObjectRef:
+            continue
+        refs = []
+        _scan(value, refs, 0)
+        if refs:
+            if found is None:
+                found = {}
+            found[key] = refs
+    return found
+
+
+def _scan(value, out, depth):
+    kind = type(value)
+    if kind is ObjectRef:
+        out.append(value._id)
+    elif depth < 2 and kind in (list, tuple, set, frozenset) and len(value) <= 1024:
+        for v in value:
+            _scan(v, out, depth + 1)
+    elif depth < 2 and kind is dict and len(value) <= 1024:
+        for v in value.values():
+            _scan(v, out, depth + 1)
+
+
+def _unsupported(plan):
+    """Reasons this replay engine declines a plan that infer finds replayable."""
+    for r in plan.reactors:
+        if r.kind == "task":
+            return "tasks in the period (task reactors are not replayed yet)"
+    for reaction in plan.reactions:
+        for inp in reaction.inputs():
+            if inp.passing == "ref":
+                return f"position {reaction.position}: a ref nested in an argument (passed as a ref)"
+    return None
+
+
+def _plain(value, depth=0):
+    """True for values the stock pickler serializes exactly as cloudpickle would (no code, no refs)."""
+    kind = type(value)
+    if kind in _PLAIN_TYPES:
+        return True
+    if kind is _ndarray:
+        return not value.dtype.hasobject
+    if _npgeneric and isinstance(value, _npgeneric):
+        return kind.__module__ == "numpy"
+    if depth < 2 and (kind is tuple or kind is list) and len(value) <= 64:
+        return all(_plain(v, depth + 1) for v in value)
+    if depth < 2 and kind is dict and len(value) <= 64:
+        return all(type(k) in _PLAIN_TYPES and _plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def _serialize_literals(values):
+    """(how, payload, contained): 0 none, 1 inline pack, 2 a segment file path.  One serialization."""
+    if not values:
+        return 0, b"", ()
+    values = tuple(values)
+    if all(_plain(v) for v in values):
+        buffers = []
+        inband = pickle.dumps(values, protocol=5, buffer_callback=buffers.append)
+        raws = []
+        for pb in buffers:
+            try:
+                raws.append(pb.raw())
+            except BufferError:
+                raws.append(memoryview(bytes(pb)))
+        ser = serialization.Serialized(inband, raws, [])
+    else:
+        try:
+            ser = serialization.serialize(values)
+        except serialization.SerializationError as exc:
+            raise TypeError(f"Could not serialize the arguments: {exc}") from exc.__cause__
+    return 1, ser, tuple(ser.contained)
+
+
+class _Link:
+    """The driver's view of one replaying worker."""
+
+    __slots__ = ("name", "w", "actor", "inbox", "out", "pairs_out", "timeline", "stopped", "dead", "pid")
+
+    def __init__(self, name, w, actor):
+        self.name = name
+        self.w = w
+        self.actor = actor
+        self.inbox = None
+        self.out = None
+        self.timeline = None
+        self.stopped = False
+        self.dead = False
+        self.pid = w.pid
+
+
+class _Op:
+    __slots__ = ("kind", "position", "actor", "method", "nret", "nargs", "kwnames", "specs", "link", "outputs",
+                 "reads", "timeout", "num_returns", "label", "readers", "conn")
+
+
+class ReplayRun:
+    """One compiled plan running: the rings, the per-position driver ops, the tokens in flight."""
+
+    def __init__(self, reactor, plan, trace, first_index, number):
+        self.reactor = reactor
+        self.ext = reactor.ext
+        self.rt = rt = reactor.rt
+        self.plan = plan
+        self.number = number
+        self.P = P = plan.period
+        self.start = plan.start
+        self.first = first_index
+        self.idx = first_index
+        self.owner = threading.get_ident()
+        self.reason = None               # a deviation noticed asynchronously: deopt at the next call
+        self.periods = 0
+        self.repeats_needed = plan.repeats
+        self.started = time.monotonic()
+        self.ended = None
+        self.end_reason = None
+        self.given = {}                  # (producer index, ret) -> ref id handed to the script
+        self.cache = {}                  # (connection, producer index) -> Token the driver holds
+        self.handed = {}                 # (connection, producer index) -> descriptor (deopt handover)
+        self.windows = collections.deque()   # (period start, [(index, ret, connection)]) for aging
+        self.driver_log = collections.deque(maxlen=20000)
+        self.dead_pending = []
+        self.notes = []
+        max_lag = max((u.lag for c in plan.connections for u in c.uses), default=0)
+        self.R = max(2, max_lag + 2)
+
+        # ---- which workers, and are they fit for replay
+        self.links = {}
+        conns = plan.connections
+        with rt._lock:
+            for r in plan.reactors:
+                if r.kind == "driver":
+                    continue
+                if r.kind != "actor":
+                    raise Refused(f"{r.name}: only actor reactors are replayed")
+                aid = bytes.fromhex(r.actor)
+                a = rt.actors.get(aid)
+                if a is None or a.state != "ALIVE" or a.worker is None or a.worker.dead or not a.worker.pid:
+                    raise Refused(f"{r.name}: the actor is not alive and started")
+                if a.max_concurrency != 1 or getattr(a, "is_async", False):
+                    raise Refused(f"{r.name}: threaded or async actor")
+                if a.restarts_left != 0 or a.max_task_retries:
+                    raise Refused(f"{r.name}: an actor that may restart (max_restarts) is not replayed")
+                self.links[r.name] = _Link(r.name, a.worker, a)
+        if not self.links:
+            raise Refused("no actor in the period")
+
+        # ---- the dynamic runtime must have finished what the script asked of these actors before
+        seeds = plan.seeds(first_index)
+        seed_ids = [trace.ref_id(s.producer, s.ret) for s in seeds]
+        actors = [link.actor for link in self.links.values()]
+
+        def quiet():
+            for a in actors:
+                if a.queues.get(-1) or a.state != "ALIVE":
+                    return False
+            for oid in seed_ids:
+                e = rt.objects.get(oid)
+                if e is None or e.state != READY:
+                    return False
+            return True
+
+        if not rt._wait_until(quiet, 30.0):
+            raise Refused("the dynamic calls before the switch point did not finish")
+        with rt._lock:
+            seed_descs = []
+            for s, oid in zip(seeds, seed_ids):
+                e = rt.objects.get(oid)
+                if e is None or e.state != READY:
+                    raise Refused("a value the plan starts from was freed")
+                if e.desc[2]:
+                    raise Refused("a value the plan starts from nests refs")
+                seed_descs.append(e.desc)
+
+        # ---- wiring: rings, bells, programs
+        self.bell = reactor.replay_bell()
+        prefix = f"{rt._prefix}-r{number}"
+        self.paths = []
+        readers = {c.id: list(dict.fromkeys(u.reactor for u in c.uses)) for c in conns}
+        self.writer_of = {c.id: c.reactor for c in conns}
+        self.const_key = {}
+        for c in conns:
+            if c.source == "prefix":
+                self.const_key[c.id] = (c.id, c.producer)
+            elif c.source == "external":
+                self.const_key[c.id] = (c.id, -1 - c.producer)
+        for name, link in self.links.items():
+            w = link.w
+            link.inbox = self._ring(f"{prefix}-in{w.index}")
+            link.inbox.reader_bell = w.bell
+            link.out = self._ring(f"{prefix}-out{w.index}")
+            link.out.writer_bell = w.bell
+            link.timeline = self.ext.TimelineLog(f"{prefix}-tl{w.index}", True)
+            self.paths.append(link.timeline.path)
+        pair_path = {}
+        for c in conns:
+            if c.reactor == "driver":
+                continue
+            for reader in readers[c.id]:
+                if reader not in ("driver", c.reactor):
+                    key = (c.reactor, reader)
+                    if key not in pair_path:
+                        pair_path[key] = f"{prefix}-p{self.links[c.reactor].w.index}-{self.links[reader].w.index}"
+                        self._ring(pair_path[key]).close()
+        bell_path = self.bell.path
+        spin = 50e-6 if len(self.links) + 1 <= (os.cpu_count() or 1) else 0.0
+        programs = {}
+        for name, link in self.links.items():
+            r = plan.reactor(name)
+            in_rings = [(link.inbox.path, bell_path)]
+            out_rings = [(link.out.path, bell_path)]
+            for (writer, reader), path in pair_path.items():
+                if reader == name:
+                    in_rings.append((path, self.links[writer].w.bell.path))
+            out_index = {"driver": 0}
+            for (writer, reader), path in pair_path.items():
+                if writer == name:
+                    out_index[reader] = len(out_rings)
+                    out_rings.append((path, self.links[reader].w.bell.path))
+            reactions, writers, keep = {}, {}, P
+            for q in r.schedule:
+                reaction = plan.reactions[q]
+                specs, slot = [], 0
+                for a in reaction.args:
+                    if a.input is None:
+                        specs.append((a.name, self.ext.A_LITERAL, slot, 0))
+                        slot += 1
+                        continue
+                    c = conns[a.input.connection]
+                    writers[c.id] = c.reactor
+                    if c.id in self.const_key:
+                        specs.append((a.name, self.ext.A_CONST, c.id, self.const_key[c.id][1]))
+                    else:
+                        d = a.input.lag * P + q - c.producer
+                        keep = max(keep, d + P)
+                        specs.append((a.name, self.ext.A_PERIOD, c.id, d))
+                display = f"{link.actor.class_name}.{reaction.target}"
+                reactions[q] = (reaction.target, tuple(specs), tuple(reaction.outputs), display)
+            routes = {}
+            for q in r.schedule:
+                for cid in plan.reactions[q].outputs:
+                    rs = readers[cid]
+                    routes[cid] = (name in rs, tuple(out_index[x] for x in rs if x != name))
+            programs[name] = {
+                "plan": number, "name": name, "period": P, "start": plan.start, "reactions": reactions,
+                "routes": routes, "writers": writers, "in_rings": in_rings, "out_rings": out_rings,
+                "const_conns": frozenset(self.const_key), "keep": keep + P, "retain": (self.R + 1) * P,
+                "shm_prefix": f"{prefix}-w{link.w.index}", "timeline": link.timeline.path, "spin": spin,
+            }
+        self.poller = channel.Poller(self.bell)
+        self.poller.set_rings([link.out for link in self.links.values()])
+
+        # ---- per-position driver ops (the guard, compiled)
+        self.ops = [self._compile(plan.reactions[q], readers) for q in range(P)]
+
+        # ---- go: start the reactors (after every dynamic message already sent to them), then seed
+        with rt._lock:
+            for name, link in self.links.items():
+                rt._send(link.w, (protocol.REACTOR, "start", programs[name]))
+        self.windows.append((first_index, []))
+        for seed, oid, desc in zip(seeds, seed_ids, seed_descs):
+            c = conns[seed.connection]
+            key = (c.id, seed.producer)
+            for reader in readers[c.id]:
+                if reader == "driver":
+                    self.cache[key] = self._token_of_desc(desc)
+                else:
+                    self._send_desc(self.links[reader], c.id, seed.producer, desc)
+            if c.id not in self.const_key:
+                self.given[(seed.producer, seed.ret)] = oid
+                self.windows[-1][1].append((seed.producer, seed.ret, c.id))
+        self.const_ids = {cid: trace.ref_id(key[1], conns[cid].ret) for cid, key in self.const_key.items()}
+        for op in self.ops:
+            self._bind_consts(op)
+
+    # ------------------------------------------------------------------ compile helpers
+    def _ring(self, path):
+        ring = channel.Ring(path, RING_CAPACITY, True)
+        self.paths.append(path)
+        return ring
+
+    def _compile(self, reaction, readers):
+        op = _Op()
+        op.position = q = reaction.position
+        P = self.P
+        conns = self.plan.connections
+
+        def read(inp):
+            c = conns[inp.connection]
+            if c.id in self.const_key:
+                return (c.id, None, c.ret, self.const_key[c.id])
+            return (c.id, inp.lag * P + q - c.producer, c.ret, None)
+
+        if reaction.op in ("actor_method",):
+            op.kind = _CALL
+            link = self.links[reaction.reactor]
+            op.link = link
+            op.actor = link.actor.actor_id
+            op.method = reaction.target
+            op.outputs = reaction.outputs
+            op.nret = len(reaction.outputs)
+            positional = [a for a in reaction.args if not isinstance(a.name, str)]
+            op.nargs = len(positional)
+            op.kwnames = tuple(a.name for a in reaction.args if isinstance(a.name, str))
+            op.specs = tuple(None if a.input is None else read(a.input) for a in reaction.args)
+            op.label = f"{link.actor.class_name}.{reaction.target}"
+        elif reaction.op == "put":
+            op.kind = _PUT
+            op.conn = reaction.outputs[0]
+            op.readers = tuple(self.links[x] for x in readers[op.conn] if x != "driver")
+            op.label = "put"
+        elif reaction.op == "get":
+            op.kind = _GET
+            op.reads = tuple(read(i) for i in reaction.reads)
+            op.label = "get"
+        elif reaction.op == "wait":
+            op.kind = _WAIT
+            op.reads = tuple(read(i) for i in reaction.reads)
+            op.label = "wait"
+        else:
+            raise Refused(f"position {q}: {reaction.op} is not replayed")
+        expect = self.plan.guard.expects[q].signature
+        if reaction.op == "get":
+            op.timeout = expect[3]
+        elif reaction.op == "wait":
+            op.num_returns, op.timeout = expect[2], expect[3]
+        return op
+
+    def _bind_consts(self, op):
+        # Constant reads name a fixed ref id: (conn, None, ret, const key) -> (conn, None, ret, (key, id)).
+        if op.kind == _CALL:
+            op.specs = tuple(s if s is None or s[3] is None else (s[0], None, s[2], (s[3], self.const_ids[s[0]]))
+                             for s in op.specs)
+        elif op.kind in (_GET, _WAIT):
+            op.reads = tuple(s if s[3] is None else (s[0], None, s[2], (s[3], self.const_ids[s[0]]))
+                             for s in op.reads)
+
+    def _token_of_desc(self, desc):
+        ext = self.ext
+        flags = ext.F_ERROR if desc[3] else 0
+        if desc[0] == serialization.SEGMENT:
+            return ext.Token(flags, self.rt._segments.view(desc[1]))
+        return ext.Token(flags, desc[1])
+
+    def _send_desc(self, link, conn, producer, desc):
+        """A TOKEN frame to a worker from a dynamic object descriptor (a segment gets the reader's own link)."""
+        ext = self.ext
+        flags = ext.F_ERROR if desc[3] else 0
+        if desc[0] == serialization.SEGMENT:
+            path = f"{desc[1]}.s{self.number}.{link.w.index}.{os.urandom(3).hex()}"
+            os.link(desc[1], path)
+            frame = ext.token_frame(conn, producer, flags | ext.F_SEGMENT, path)
+        else:
+            frame = ext.token_frame(conn, producer, flags, desc[1])
+        self._write(link, frame)
+
+    # ------------------------------------------------------------------ transport
+    def _write(self, link, frame):
+        """Write to a worker's inbox; while it is full, keep reading our own rings (no cycle can block)."""
+        ring = link.inbox
+        if ring.try_write(frame):
+            return True
+        ring.want_space(True)
+        try:
+            while not ring.try_write(frame):
+                if link.dead or link.w.dead:
+                    return False
+                if not self._drain():
+                    self.poller.wait(0.05)
+        finally:
+            ring.want_space(False)
+        return True
+
+    def _drain(self):
+        """Read every frame on the workers' rings to the driver into the cache."""
+        progressed = False
+        ext = self.ext
+        for link in self.links.values():
+            ring = link.out
+            while True:
+                frame = ring.read()
+                if frame is None:
+                    break
+                progressed = True
+                kind = frame[0]
+                if kind == ext.TOKEN:
+                    conn, index, tok = ext.decode_token(frame, True)
+                    self._store(conn, index, tok)
+                elif kind == ext.NOTE:
+                    what, index = ext.parse_control(frame)
+                    if what == "raised":
+                        self._flag(f"a reaction raised ({self._label_at(index)}, iteration {self._iteration(index)})")
+                    elif what == "refs":
+                        self._flag(f"a reaction returned a value nesting refs ({self._label_at(index)})")
+                    elif what == "exit":
+                        self._flag(f"an actor exited ({self._label_at(index)})")
+                elif kind == ext.HANDOVER:
+                    key, desc = ext.parse_control(frame)
+                    self.handed[key] = desc
+                elif kind == ext.STOPPED:
+                    link.stopped = True
+        return progressed
+
+    def _store(self, conn, index, tok):
+        if self.windows and index < self.windows[0][0] and conn not in self.const_key:
+            tok.discard()                  # nobody can name it any more
+            return
+        old = self.cache.get((conn, index))
+        if old is not None:
+            old.discard()
+        self.cache[(conn, index)] = tok
+
+    def _flag(self, reason):
+        if self.reason is None:
+            self.reason = reason
+
+    def _label_at(self, index):
+        op = self.ops[(index - self.start) % self.P]
+        return op.label
+
+    def _iteration(self, index):
+        return (index - self.first) // self.P
+
+    def worker_died(self, w):
+        """From the runtime's death handling (any thread, under its lock): flag and wake the replayer."""
+        for link in self.links.values():
+            if link.w is w:
+                self.dead_pending.append(link)
+                self._flag(f"the worker of {link.name} died")
+                self.bell.ring()
+
+    def _absorb_deaths(self):
+        """Tell the survivors which writers are gone (their missing tokens become the death error)."""
+        while self.dead_pending:
+            link = self.dead_pending.pop()
+            if link.dead:
+                continue
+            link.dead = True
+            self._drain()
+            err = link.actor.death_error or exceptions.ActorDiedError(
+                error_msg=f"The actor {link.actor.class_name} died.")
+            payload = serialization.serialize(err, is_error=True).pack()
+            self._death_payloads[link.name] = payload
+            for other in self.links.values():
+                if not other.dead:
+                    self._write(other, self.ext.control_frame(self.ext.DEAD, (link.name, payload)))
+
+    @property
+    def _death_payloads(self):
+        d = getattr(self, "_deaths", None)
+        if d is None:
+            d = self._deaths = {}
+        return d
+
+    def _token(self, key, conn):
+        """The token ``key`` if it has arrived (or can never arrive: a dead writer's error), else None."""
+        tok = self.cache.get(key)
+        if tok is not None:
+            return tok
+        writer = self.writer_of.get(conn)
+        if writer in self._death_payloads:
+            tok = self.ext.Token(self.ext.F_ERROR, self._death_payloads[writer])
+            self.cache[key] = tok
+            return tok
+        return None
+
+    def _collect(self, keys, timeout, need):
+        """Wait until ``need`` of ``keys`` have tokens (or ``timeout``); returns the tokens (None: missing)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self.dead_pending:
+                self._absorb_deaths()
+            tokens = [self._token(k, k[0]) for k in keys]
+            have = sum(1 for t in tokens if t is not None)
+            if have >= need:
+                return tokens
+            if self._drain():
+                continue
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return tokens
+                self.poller.wait(min(remaining, 0.5))
+            else:
+                self.poller.wait(0.5)
+
+    # ------------------------------------------------------------------ the fast paths
+    def _deviate(self, what):
+        q = (self.idx - self.start) % self.P
+        self.reactor.deopt(f"iteration {self._iteration(self.idx)}, position {q}: expected "
+                           f"{self.ops[q].label}, got {what}")
+        return DEOPT
+
+    def call(self, actor_id, method, args, kwargs, nret):
+        idx = self.idx
+        q = (idx - self.start) % self.P
+        op = self.ops[q]
+        if (op.kind != _CALL or op.actor != actor_id or op.method != method or op.nret != nret
+                or len(args) != op.nargs or (tuple(kwargs) if kwargs else ()) != op.kwnames):
+            return self._deviate(f"a call of {method}")
+        values = args if not kwargs else tuple(args) + tuple(kwargs.values())
+        given = self.given
+        literals = []
+        for value, spec in zip(values, op.specs):
+            if spec is None:
+                if type(value) is ObjectRef:
+                    return self._deviate(f"{method} with a ref where a value was passed")
+                literals.append(value)
+            elif type(value) is not ObjectRef:
+                return self._deviate(f"{method} with a value where a ref was passed")
+            elif spec[3] is None:
+                if given.get((idx - spec[1], spec[2])) != value._id:
+                    return self._deviate(f"{method} with another ref")
+            elif spec[3][1] != value._id:
+                return self._deviate(f"{method} with another ref")
+        if q == 0 and idx != self.first and not self._new_period(idx):
+            return DEOPT
+        how, ser, contained = _serialize_literals(literals)
+        if contained:
+            return self._deviate(f"{method} with refs nested in an argument")
+        ext = self.ext
+        if how == 0:
+            frame = ext.INVOKE_HEADER.pack(ext.INVOKE, idx, 0)
+        elif ser.size <= serialization.INLINE_LIMIT:
+            frame = ext.INVOKE_HEADER.pack(ext.INVOKE, idx, 1) + ser.pack()
+        else:
+            path = f"{self.rt._prefix}-ra{ids.new_id().hex()}"
+            ser.write_segment(path)
+            frame = ext.INVOKE_HEADER.pack(ext.INVOKE, idx, 2) + path.encode()
+        self.idx = idx + 1
+        self._write(op.link, frame)
+        window = self.windows[-1][1]
+        if nret == 1:
+            oid = ids.new_id()
+            given[(idx, 0)] = oid
+            window.append((idx, 0, op.outputs[0]))
+            return ObjectRef(oid)
+        refs = []
+        for ret in range(nret):
+            oid = ids.new_id()
+            given[(idx, ret)] = oid
+            window.append((idx, ret, op.outputs[ret]))
+            refs.append(ObjectRef(oid))
+        return refs if nret else None
+
+    def put(self, value):
+        idx = self.idx
+        q = (idx - self.start) % self.P
+        op = self.ops[q]
+        if op.kind != _PUT:
+            return self._deviate("a put")
+        if isinstance(value, ObjectRef):
+            return self._deviate("a put of a ref")
+        if q == 0 and idx != self.first and not self._new_period(idx):
+            return DEOPT
+        try:
+            ser = serialization.serialize(value)
+        except serialization.SerializationError as exc:
+            raise TypeError(str(exc)) from exc.__cause__
+        if ser.contained:
+            return self._deviate("a put of a value nesting refs")
+        ext = self.ext
+        if ser.size <= serialization.INLINE_LIMIT:
+            tok = ext.Token(0, ser.pack())
+            frame = ext.token_frame(op.conn, idx, 0, tok.data)
+            for link in op.readers:
+                self._write(link, frame)
+        else:
+            path = f"{self.rt._prefix}-rp{ids.new_id().hex()}"
+            ser.write_segment(path)
+            tok = ext.Token(0, serialization.map_segment(path), path)
+            for link in op.readers:
+                self._send_desc(link, op.conn, idx, (serialization.SEGMENT, path, [], False))
+        self.idx = idx + 1
+        self.cache[(op.conn, idx)] = tok
+        oid = ids.new_id()
+        self.given[(idx, 0)] = oid
+        self.windows[-1][1].append((idx, 0, op.conn))
+        return ObjectRef(oid)
+
+    def _match_reads(self, op, object_ids):
+        idx = self.idx
+        given = self.given
+        keys = []
+        for oid, (conn, d, ret, const) in zip(object_ids, op.reads):
+            if const is None:
+                producer = idx - d
+                if given.get((producer, ret)) != oid:
+                    return None
+                keys.append((conn, producer))
+            else:
+                if const[1] != oid:
+                    return None
+                keys.append(const[0])
+        return keys
+
+    def get(self, object_ids, timeout):
+        idx = self.idx
+        q = (idx - self.start) % self.P
+        op = self.ops[q]
+        if op.kind != _GET or len(object_ids) != len(op.reads) or op.timeout != (timeout is not None):
+            return self._deviate(f"a get of {len(object_ids)} refs")
+        keys = self._match_reads(op, object_ids)
+        if keys is None:
+            return self._deviate("a get of other refs")
+        if q == 0 and idx != self.first and not self._new_period(idx):
+            return DEOPT
+        self.idx = idx + 1
+        t0 = time.monotonic()
+        tokens = self._collect(keys, timeout, len(keys))
+        self.driver_log.append((idx, t0, time.monotonic()))
+        if any(t is None for t in tokens):
+            raise exceptions.GetTimeoutError(f"Get timed out: some object(s) not ready after {timeout} s.")
+        out = []
+        for tok in tokens:
+            value = tok.value()
+            if tok.flags & 1:
+                raise submission.raisable(value)
+            out.append(value)
+        return out
+
+    def wait(self, object_ids, num_returns, timeout):
+        idx = self.idx
+        q = (idx - self.start) % self.P
+        op = self.ops[q]
+        if (op.kind != _WAIT or len(object_ids) != len(op.reads) or op.num_returns != num_returns
+                or op.timeout != (timeout is not None)):
+            return self._deviate(f"a wait on {len(object_ids)} refs for {num_returns}")
+        keys = self._match_reads(op, object_ids)
+        if keys is None:
+            return self._deviate("a wait on other refs")
+        if q == 0 and idx != self.first and not self._new_period(idx):
+            return DEOPT
+        self.idx = idx + 1
+        t0 = time.monotonic()
+        tokens = self._collect(keys, timeout, num_returns)
+        self.driver_log.append((idx, t0, time.monotonic()))
+        return [t is not None for t in tokens]
+
+    # ------------------------------------------------------------------ aging: the plan's buffering
+    def _new_period(self, idx):
+        """A period begins at ``idx``: values made R periods ago leave the buffers (or deopt if still held)."""
+        self.periods += 1
+        windows = self.windows
+        horizon = idx - self.R * self.P
+        counts = refcount.counts
+        while windows and windows[0][0] < horizon and len(windows) > 1:
+            _, keys = windows[0]
+            promote = []
+            objects = self.rt.objects
+            for index, ret, conn in keys:
+                oid = self.given.get((index, ret))
+                if oid is not None and counts.get(oid) and oid not in objects:
+                    tok = self.cache.get((conn, index))
+                    if tok is None:
+                        self.reactor.deopt(f"a ref to the result of {self._label_at(index)} (iteration "
+                                           f"{self._iteration(index)}) was kept past the plan's buffering "
+                                           f"({self.R} periods)")
+                        return False
+                    promote.append((oid, tok))
+            windows.popleft()
+            for index, ret, conn in keys:
+                self.given.pop((index, ret), None)
+                tok = self.cache.pop((conn, index), None)
+                if tok is not None and not any(t is tok for _, t in promote):
+                    tok.discard()
+            if promote:
+                self._adopt(promote)
+        windows.append((idx, []))
+        return True
+
+    def _adopt(self, pairs):
+        """Move values the script still holds into the dynamic object table."""
+        rt = self.rt
+        with rt._lock:
+            for oid, tok in pairs:
+                if oid in rt.objects:
+                    continue
+                desc = tok.descriptor()
+                tok.path = None
+                rt._new_entry(oid)
+                rt._set_ready(oid, desc)
+
+    # ------------------------------------------------------------------ leaving
+    def stop(self, reason):
+        """Drain in-flight reactions, hand every value the script can name to the dynamic runtime."""
+        self.end_reason = reason
+        ext = self.ext
+        if self.dead_pending:
+            self._absorb_deaths()
+        # Which values the script still names, and which the driver does not hold.
+        alive = []
+        wanted = collections.defaultdict(list)
+        counts = refcount.counts
+        for (index, ret), oid in self.given.items():
+            if not counts.get(oid) or oid in self.rt.objects:
+                continue
+            conn = self._output_conn(index, ret)
+            alive.append((oid, (conn, index)))
+            if (conn, index) not in self.cache:
+                writer = self.writer_of.get(conn)
+                if writer in self.links:
+                    wanted[writer].append((conn, index))
+        for name, link in self.links.items():
+            if not link.dead:
+                self._write(link, ext.control_frame(ext.STOP, wanted.get(name, [])))
+        while True:
+            if self.dead_pending:
+                self._absorb_deaths()
+            if all(link.stopped or link.dead for link in self.links.values()):
+                break
+            if not self._drain():
+                self.poller.wait(0.2)
+        self._drain()
+        pairs = []
+        rt = self.rt
+        for oid, key in alive:
+            tok = self.cache.get(key)
+            if tok is not None:
+                pairs.append((oid, tok.descriptor()))
+                tok.path = None
+                continue
+            desc = self.handed.pop(key, None)
+            if desc is None:
+                writer = self.writer_of.get(key[0])
+                payload = self._death_payloads.get(writer)
+                if payload is None:
+                    payload = serialization.serialize(exceptions.RaySystemError(
+                        f"rayreact lost a replayed value ({key}) on deoptimization"), is_error=True).pack()
+                desc = (serialization.INLINE, payload, [], True)
+            pairs.append((oid, desc))
+        with rt._lock:
+            for oid, desc in pairs:
+                if oid not in rt.objects:
+                    rt._new_entry(oid)
+                    rt._set_ready(oid, desc)
+            for link in self.links.values():
+                if not link.dead:
+                    rt._send(link.w, (protocol.REACTOR, "ack", self.number))
+        for desc in self.handed.values():
+            if desc[0] == serialization.SEGMENT:
+                try:
+                    os.unlink(desc[1])
+                except OSError:
+                    pass
+        self.handed.clear()
+        self._cleanup()
+
+    def _output_conn(self, index, ret):
+        reaction = self.plan.reactions[(index - self.start) % self.P]
+        return reaction.outputs[ret]
+
+    def abandon(self):
+        """Shutdown while replaying: nothing to hand over, just free what we made."""
+        self.end_reason = "shutdown"
+        self._cleanup()
+
+    def _cleanup(self):
+        self.ended = time.monotonic()
+        self._collect_timeline()
+        for tok in self.cache.values():
+            tok.discard()
+        self.cache.clear()
+        ext = self.ext
+        # Frames nobody read (tokens sent to a reader that had stopped) may name segment links.
+        for path in self.paths:
+            if "-tl" in os.path.basename(path):
+                continue
+            try:
+                ring = channel.Ring(path)
+            except OSError:
+                continue
+            for frame in ring.read_all():
+                if frame[0] == ext.TOKEN:
+                    flags = ext.TOKEN_HEADER.unpack_from(frame, 0)[3]
+                    if flags & ext.F_SEGMENT and not flags & ext.F_REFS:
+                        try:
+                            os.unlink(bytes(frame[ext.TOKEN_HEADER.size:]).decode())
+                        except OSError:
+                            pass
+                elif frame[0] == ext.INVOKE and ext.INVOKE_HEADER.unpack_from(frame, 0)[2] == 2:
+                    try:
+                        os.unlink(bytes(frame[ext.INVOKE_HEADER.size:]).decode())
+                    except OSError:
+                        pass
+            ring.close()
+        for link in self.links.values():
+            for ring in (link.inbox, link.out):
+                if ring is not None:
+                    ring.close()
+        for path in self.paths:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+    # ------------------------------------------------------------------ visibility
+    def _collect_timeline(self):
+        if getattr(self, "_timeline", None) is not None:
+            return
+        self._timeline = self._read_timeline()
+        for link in self.links.values():
+            if link.timeline is not None:
+                link.timeline.close()
+                link.timeline = None
+
+    def _read_timeline(self):
+        out = {}
+        for name, link in self.links.items():
+            if link.timeline is not None:
+                try:
+                    out[name] = (link.pid, link.timeline.read())
+                except (ValueError, OSError):
+                    out[name] = (link.pid, [])
+        return out
+
+    def summary(self, live=False):
+        """Plain data about this run, for explain() and the timeline."""
+        timeline = getattr(self, "_timeline", None)
+        if timeline is None and live:
+            timeline = self._read_timeline()
+        return {
+            "number": self.number,
+            "plan": self.plan,
+            "first": self.first,
+            "index": self.idx,
+            "periods": self.periods,
+            "started": self.started - self.reactor.started,
+            "ended": None if self.ended is None else self.ended - self.reactor.started,
+            "reason": self.end_reason,
+            "workers": {name: (link.pid, link.actor.class_name) for name, link in self.links.items()},
+            "timeline": timeline or {},
+            "driver": (os.getpid(), list(self.driver_log)),
+            "labels": [op.label for op in self.ops],
+        }

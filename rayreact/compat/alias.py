@@ -25,7 +25,8 @@ import json
 import os
 import sys
 
-ENV_VAR = "RAYREACT_RAY_ALIAS"
+ENV_VAR = "RAYREACT_RAY_ALIAS"        # the overrides, as JSON
+ENV_FLAG = "RAYREACT_ALIAS_RAY"       # "1": workers install the alias (read by rayreact's zygote)
 
 # Ray modules served by something other than rayreact.<same path>.
 DEFAULT_OVERRIDES = {
@@ -100,8 +101,14 @@ _FINDER = None
 
 
 def install(overrides=None):
-    """Alias ``ray`` to rayreact in this process (idempotent; overrides are merged)."""
+    """Alias ``ray`` to rayreact in this process (idempotent; overrides are merged).
+
+    Without ``overrides``, those recorded in the environment by the process that
+    started this one are used, so a worker gets its driver's alias exactly.
+    """
     global _FINDER
+    if overrides is None and os.environ.get(ENV_VAR):
+        overrides = json.loads(os.environ[ENV_VAR])
     if _FINDER is None:
         _drop_real_ray()
         _FINDER = RayAliasFinder(overrides)
@@ -109,6 +116,7 @@ def install(overrides=None):
     else:
         _FINDER.overrides.update(overrides or {})
     os.environ[ENV_VAR] = json.dumps(_FINDER.overrides)
+    os.environ[ENV_FLAG] = "1"
     import rayreact
 
     sys.modules["ray"] = rayreact
@@ -117,9 +125,8 @@ def install(overrides=None):
 
 def install_from_env():
     """In a worker: install the alias its driver had (no-op when the driver had none)."""
-    recorded = os.environ.get(ENV_VAR)
-    if recorded and _FINDER is None:
-        install(json.loads(recorded))
+    if _FINDER is None and (os.environ.get(ENV_VAR) or os.environ.get(ENV_FLAG) == "1"):
+        install()
 
 
 def uninstall():
@@ -129,6 +136,7 @@ def uninstall():
         sys.meta_path.remove(_FINDER)
         _FINDER = None
     os.environ.pop(ENV_VAR, None)
+    os.environ.pop(ENV_FLAG, None)
     for name in [n for n in sys.modules if n == "ray" or n.startswith("ray.")]:
         module = sys.modules[name]
         if getattr(module, "__name__", "").partition(".")[0] != "ray":

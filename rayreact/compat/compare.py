@@ -69,7 +69,7 @@ def build_parser():
 
 def _env(seed, extra=None, drop=()):
     env = dict(os.environ)
-    for name in (trace.ENV_VAR, "RAY_ADDRESS", *drop):
+    for name in (trace.ENV_VAR, "RAY_ADDRESS", "RAYREACT_RAY_ALIAS", "RAYREACT_ALIAS_RAY", *drop):
         env.pop(name, None)
     env["PYTHONHASHSEED"] = str(seed)
     env.update(extra or {})
@@ -107,12 +107,12 @@ def rayreact_command(trace_path, script, args, mode):
 
 
 def native_tracing_available():
-    """Whether rayreact's core writes trace events itself (it says so with ``TRACES_NATIVELY``)."""
-    try:
-        import importlib
+    """Whether rayreact's core writes trace events itself (its workers' ``core.tracing`` hook)."""
+    import importlib.util
 
-        return bool(getattr(importlib.import_module("rayreact.core.worker"), "TRACES_NATIVELY", False))
-    except Exception:
+    try:
+        return importlib.util.find_spec("rayreact.core.tracing") is not None
+    except (ImportError, ValueError):
         return False
 
 

@@ -5,7 +5,7 @@
 """
 
 from . import exceptions
-from ._api import (available_resources, cancel, client, cluster_resources, cpp_function, get, get_actor,
+from ._api import (available_resources, cancel, client, cluster_resources, get, get_actor,
                    get_gpu_ids, get_runtime_context, init, is_initialized, java_actor_class, java_function, kill,
                    nodes, put, remote, shutdown, timeline, wait)
 from .actor import method
@@ -23,6 +23,9 @@ WORKER_MODE = 1
 LOCAL_MODE = 2
 SPILL_WORKER_MODE = 3
 RESTORE_WORKER_MODE = 4
+
+
+RAYREACT_EXTENSIONS = ("explain",)   # top-level functions Ray does not have
 
 
 def explain(*args, **kwargs):

@@ -195,8 +195,10 @@ class RuntimeContext:
         return {}
 
     def get_placement_group_id(self):
-        return None
+        pg = getattr(self._rt, "current_pg", None)
+        return pg[0] if pg else None
 
     @property
     def should_capture_child_tasks_in_placement_group(self):
-        return False
+        pg = getattr(self._rt, "current_pg", None)
+        return bool(pg and pg[1])

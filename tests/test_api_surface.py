@@ -65,7 +65,10 @@ def _all_ancestor_names(cls):
 
 
 def test_top_level_functions_equal_ray_2_60(backend):
-    assert _public_functions(backend) == TOP_LEVEL_FUNCTIONS
+    # rayreact's own additions are declared, not hidden: today only explain() (the reactor's report).
+    extensions = set(getattr(backend, "RAYREACT_EXTENSIONS", ()))
+    assert extensions <= {"explain"}
+    assert _public_functions(backend) - extensions == TOP_LEVEL_FUNCTIONS
 
 
 def test_top_level_classes_exist(backend):

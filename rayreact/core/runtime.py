@@ -214,6 +214,10 @@ class Runtime:
         self._service = threading.Thread(target=self._service_loop, name="rayreact-service", daemon=True)
         self._service.start()
         self._pool_target = max(1, int(self.num_cpus))
+        self._reactor = None
+        if reactor:
+            from . import replay
+            replay.install(self)       # wraps the API entry points; sets self._reactor
 
     # ================================================================== processes
     def _start_zygote(self):
@@ -303,6 +307,14 @@ class Runtime:
                     w.outbox.popleft()
                 if not w.outbox:
                     w.to_ring.want_space(False)
+
+    def _reactor_owns(self, oid):
+        """Whether the replay engine (rayreact.core.replay) produced ``oid`` (it may define ``knows``)."""
+        reactor = getattr(self, "_reactor", None)
+        if reactor is None:
+            return False
+        knows = getattr(reactor, "knows", None)
+        return True if knows is None else knows(oid)
 
     def _ensure_defined(self, w, code_id):
         if code_id not in w.defined:
@@ -592,6 +604,12 @@ class Runtime:
 
         with self._lock:
             ready = all_ready()
+            if not ready:
+                for oid in object_ids:
+                    if oid not in objects and not self._reactor_owns(oid):
+                        # Live refs keep their entries, so an unknown id is not from this session.
+                        raise ValueError(f"ObjectRef {oid.hex()} does not belong to this session (was it created "
+                                         "before the last shutdown()?).")
         if not ready:
             if not self._wait_until(all_ready, timeout):
                 raise exceptions.GetTimeoutError(
@@ -721,6 +739,10 @@ class Runtime:
         num_returns = submission._num_returns(options, remote_function._default_num_returns)
         args_desc, direct = submission.pack_args(args, kwargs, self.shm_dir, self.session)
         code_id = submission.code_id_of(remote_function)
+        pg = self._pg_of(options)
+        if pg is not None:
+            with self._lock:
+                self._check_pg_request(pg, submission.task_resources(options, 1), "the task")
         return_ids = [ids.new_id() for _ in range(submission.return_count(num_returns))]
         refs = [ObjectRef(oid) for oid in return_ids]
         with self._lock:
@@ -898,7 +920,8 @@ class Runtime:
             env = dict(env or {})
             env["CUDA_VISIBLE_DEVICES"] = ""
         self._send(w, (protocol.RUN_TASK, spec.task_id, spec.code_id, spec.name, spec.args_desc, arg_descs,
-                       spec.return_ids, spec.num_returns, env, {k: v for k, v in spec.resources.items()}))
+                       spec.return_ids, spec.num_returns, env, {k: v for k, v in spec.resources.items()},
+                       self._pg_info(spec)))
 
     def _on_done(self, w, task_id, results, ok):
         if task_id.startswith(b"create:"):
@@ -988,6 +1011,11 @@ class Runtime:
                     raise ValueError(f"The name {name} (namespace={namespace}) is already taken. Please use a "
                                      "different name or get the existing actor using "
                                      f"ray.get_actor('{name}', namespace='{namespace}')")
+        pg = self._pg_of(options)
+        if pg is not None:
+            res = submission.task_resources(options, 0)
+            with self._lock:
+                self._check_pg_request(pg, res or {"CPU": 1.0}, f"actor {actor_class._cls.__name__}")
         args_desc, direct = submission.pack_args(args, kwargs, self.shm_dir, self.session)
         code_id = submission.code_id_of(actor_class)
         actor_id = ids.actor_id()
@@ -1073,7 +1101,7 @@ class Runtime:
         arg_descs = [self._ship(w, oid, self.objects[oid]) for oid in spec.direct]
         self._send(w, (protocol.CREATE, actor.actor_id, actor.code_id, actor.class_name, spec.args_desc, arg_descs,
                        actor.max_concurrency, actor.is_async, dict(res), (actor.class_name, actor.methods),
-                       actor.trace_key))
+                       actor.trace_key, self._pg_info(spec)))
 
     @property
     def _pending_actor_starts(self):
@@ -1584,12 +1612,34 @@ class Runtime:
         strategy = options.get("scheduling_strategy")
         pg = options.get("placement_group")
         index = options.get("placement_group_bundle_index", -1)
+        capture = bool(options.get("placement_group_capture_child_tasks"))
         if strategy is not None and hasattr(strategy, "placement_group"):
             pg = strategy.placement_group
             index = getattr(strategy, "placement_group_bundle_index", -1)
+            capture = bool(getattr(strategy, "placement_group_capture_child_tasks", False))
         if pg is None or pg == "default":
             return None
-        return (pg.id.binary() if hasattr(pg.id, "binary") else pg.id, -1 if index is None else index)
+        return (pg.id.binary() if hasattr(pg.id, "binary") else pg.id, -1 if index is None else index, capture)
+
+    def _check_pg_request(self, pg, demand, what):
+        """Ray rejects at submission a request that no bundle of the group could ever hold."""
+        group = self._ledger()._groups.get(pg[0])
+        if group is None:
+            return
+        n = len(group.bundles)
+        if pg[1] >= n or pg[1] < -1:
+            raise ValueError(f"placement group bundle index {pg[1]} is invalid. Valid placement group indexes: "
+                             f"0-{n - 1}")
+        choices = range(n) if pg[1] == -1 else [pg[1]]
+        if not any(all(group.bundles[i].get(k, 0.0) + 1e-9 >= v for k, v in demand.items() if v) for i in choices):
+            raise ValueError(f"Cannot schedule {what} with the placement group because the resource request "
+                             f"{dict(demand)} cannot fit into any bundles for the placement group, "
+                             f"{[dict(b) for b in group.bundles]}.")
+
+    def _pg_info(self, spec):
+        if not spec.pg:
+            return None
+        return (spec.pg[0].hex(), spec.pg[2] if len(spec.pg) > 2 else False)
 
     def _ledger(self):
         if self._placement is None:
@@ -1603,7 +1653,7 @@ class Runtime:
 
     def _pg_acquire(self, spec):
         res = spec.resources if not spec.is_create else self.actors[spec.actor_id].resources
-        spec.pg = (spec.pg[0], self._ledger().acquire(spec.pg[0], spec.pg[1], res))
+        spec.pg = (spec.pg[0], self._ledger().acquire(spec.pg[0], spec.pg[1], res)) + tuple(spec.pg[2:])
 
     def _pg_release(self, spec):
         res = spec.resources if not spec.is_create else self.actors[spec.actor_id].resources
@@ -1611,9 +1661,30 @@ class Runtime:
 
     def _placement_request(self, verb, payload):
         result = self._ledger().handle(verb, payload)
+        if verb == "remove":
+            self._evict_group(payload)
         self._retry_pending_actor_starts()
         self._schedule()
         return result
+
+    def _evict_group(self, pg_id):
+        """A removed placement group takes its actors and running tasks with it, as in Ray."""
+        for actor in list(self.actors.values()):
+            spec = actor.create_spec
+            if actor.state != "DEAD" and spec is not None and spec.pg and spec.pg[0] == pg_id:
+                actor.no_restart = True
+                self._actor_died(actor, exceptions.ActorDiedError(
+                    error_msg=f"The actor {actor.class_name} died because its placement group was removed."),
+                    kill=True)
+        for spec in list(self.task_queue):
+            if spec.pg and spec.pg[0] == pg_id:
+                self.task_queue.remove(spec)
+                self._complete_with_error(spec, exceptions.TaskPlacementGroupRemoved())
+        for w in self.workers.values():
+            spec = w.task
+            if spec is not None and spec.pg and spec.pg[0] == pg_id and not w.dead and w.pid:
+                spec.retries_left = 0
+                self._kill_pid(w.pid)
 
     def placement_group_call(self, verb, payload):
         with self._lock:

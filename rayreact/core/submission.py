@@ -93,7 +93,21 @@ def code_id_of(obj) -> bytes:
     return obj._code_id
 
 
+def captured_options(worker, options):
+    """Inside a task placed with capture_child_tasks, children go to the same group unless told otherwise."""
+    pg = worker.current_pg
+    if pg is None or not pg[1] or options.get("scheduling_strategy") is not None \
+            or options.get("placement_group") is not None:
+        return options
+    from ..runtime_context import PlacementGroupID
+    from ..util.placement_group import PlacementGroup
+    from ..util.scheduling_strategies import PlacementGroupSchedulingStrategy
+    group = PlacementGroup(PlacementGroupID.from_hex(pg[0]))
+    return {**options, "scheduling_strategy": PlacementGroupSchedulingStrategy(group, -1, True)}
+
+
 def submit_task_from_worker(worker, remote_function, args, kwargs, options):
+    options = captured_options(worker, options)
     num_returns = _num_returns(options, remote_function._default_num_returns)
     args_desc, direct = pack_args(args, kwargs, worker.shm_dir, worker.session)
     code_id = code_id_of(remote_function)
@@ -108,6 +122,7 @@ def submit_task_from_worker(worker, remote_function, args, kwargs, options):
 
 
 def create_actor_from_worker(worker, actor_class, args, kwargs, options):
+    options = captured_options(worker, options)
     from ..actor import ActorHandle
     name = options.get("name")
     if name and options.get("get_if_exists"):

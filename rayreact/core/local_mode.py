@@ -22,6 +22,14 @@ class _Actor:
     def __init__(self, class_name, methods):
         self.class_name = class_name
         self.methods = methods
+        self.loop = None      # async actors keep one event loop, so their asyncio objects stay usable
+
+    def run_coroutine(self, coro):
+        if self.loop is None:
+            import threading
+            self.loop = asyncio.new_event_loop()
+            threading.Thread(target=self.loop.run_forever, daemon=True, name="rayreact-local-asyncio").start()
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
         self.instance = None
         self.dead_error = None
 
@@ -105,7 +113,11 @@ class LocalRuntime:
                 raise TypeError(str(exc)) from None
             value = fn(*a, **k)
             if inspect.iscoroutine(value):
-                value = asyncio.run(value)
+                value = actor.run_coroutine(value) if actor is not None else asyncio.run(value)
+            elif inspect.isasyncgen(value):
+                async def drain(agen=value):
+                    return [item async for item in agen]
+                value = actor.run_coroutine(drain()) if actor is not None else asyncio.run(drain())
             if num_returns < 0:
                 self._store_stream(return_ids[0], value, num_returns)
             elif num_returns == 1:

@@ -189,10 +189,18 @@ class Reactor:
             self.index = run.idx
             self.runs.append(run.summary())
             self.fallbacks.append((time.monotonic() - self.started, reason, run.periods))
-            if run.periods >= 8 * max(1, run.repeats_needed):
+            if run.periods >= 8 * REPEATS:
                 self.backoff = COOLDOWN_FIRST     # a run that paid for itself: try again soon
             self._go_dynamic(self.backoff)
             self.backoff = min(self.backoff * 2, COOLDOWN_MAX)
+
+    def reset(self):
+        """Leave any replay and record afresh now (tests and phase changes the script announces)."""
+        with self.lock:
+            if self.run is not None:
+                self.deopt("reset")
+            self.backoff = COOLDOWN_FIRST
+            self._start_recording()
 
     # ================================================================== recording
     def _recorded(self, event_kind):

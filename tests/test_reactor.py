@@ -1,0 +1,474 @@
+"""Replay equivalence and fallbacks: every script gives the same results with the reactor on, off, and on real Ray.
+
+Each test runs a small RL-shaped loop and returns (or asserts on) everything
+the script saw.  The same test runs on three backends: rayreact with the
+reactor on (``rayreact``), rayreact with ``init(_reactor=False)``
+(``rayreact-off``) and real Ray (``ray``).  Results are compared against
+values computed in-process where that is possible, and on ``rayreact`` the
+test also checks that replay actually ran (``explain().periods_replayed``)
+and, for the fallback scripts, that the reactor fell back.
+"""
+
+import threading
+
+import numpy as np
+import pytest
+
+from conftest import _import_backend
+
+BACKENDS = ["rayreact", "rayreact-off", "ray"]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def rb(request):
+    """(backend name, module): one session per backend for this module."""
+    name = request.param
+    ray = _import_backend("ray" if name == "ray" else "rayreact")
+    if ray.is_initialized():
+        ray.shutdown()
+    kwargs = dict(num_cpus=2, include_dashboard=False)
+    if name == "rayreact-off":
+        kwargs["_reactor"] = False
+    ray.init(**kwargs)
+    yield name, ray
+    ray.shutdown()
+
+
+@pytest.fixture
+def ray(rb):
+    """The backend module, with the reactor (if on) recording afresh for this test."""
+    name, module = rb
+    reactor = _reactor(module) if name == "rayreact" else None
+    module.backend_name = name
+    if reactor is not None:
+        reactor.reset()
+        snap = reactor.snapshot()
+        module.baseline = (len(snap["runs"]), len(snap["fallbacks"]))
+    return module
+
+
+def _reactor(module):
+    from rayreact.core import context
+    return getattr(context.current, "_reactor", None)
+
+
+def runs_of_this_test(ray):
+    return _reactor(ray).snapshot()["runs"][ray.baseline[0]:]
+
+
+def periods_replayed(ray):
+    """Periods replayed since this test began (rayreact with the reactor on only)."""
+    if ray.backend_name != "rayreact":
+        return None
+    return sum(r["periods"] for r in runs_of_this_test(ray))
+
+
+def fallback_reasons(ray):
+    return [reason for _, reason, _ in _reactor(ray).snapshot()["fallbacks"][ray.baseline[1]:]]
+
+
+def expect_replayed(ray, at_least):
+    if ray.backend_name == "rayreact":
+        n = periods_replayed(ray)
+        assert n >= at_least, f"replayed {n} periods, expected at least {at_least}: {ray.explain(quiet=True)}"
+
+
+def expect_fallback(ray, fragment):
+    if ray.backend_name == "rayreact":
+        reasons = fallback_reasons(ray)
+        assert any(fragment in r for r in reasons), reasons
+
+
+# ---------------------------------------------------------------------- actors used below
+class Env:
+    """A deterministic env: the observation is (seed, step count + action), episodes of ``length`` steps."""
+
+    def __init__(self, seed, length=7):
+        self.seed = seed
+        self.length = length
+        self.t = 0
+        self.calls = []
+
+    def reset(self):
+        self.t = 0
+        return np.array([self.seed, 0.0])
+
+    def step(self, action):
+        self.t += 1
+        self.calls.append(("step", float(action)))
+        done = self.t % self.length == 0
+        return np.array([self.seed, self.t + float(action)]), float(self.t), done
+
+    def step2(self, action):
+        obs, reward, done = self.step(action)
+        return obs, reward
+
+    def history(self):
+        return self.calls
+
+    def fail_at(self, n):
+        self.fail_step = n
+
+    def risky(self, x):
+        self.t += 1
+        if self.t == getattr(self, "fail_step", -1):
+            raise ValueError(f"bad step {self.t}")
+        return self.t + x
+
+
+class Policy:
+    def __init__(self, scale=0.5):
+        self.scale = scale
+        self.calls = 0
+
+    def act(self, obs):
+        self.calls += 1
+        return float(obs[1]) * self.scale + self.calls
+
+    def load(self, weights):
+        self.weights = weights
+        return float(np.sum(weights)) + self.calls
+
+    def echo(self, x):
+        return x
+
+    def total(self):
+        return self.calls
+
+
+def remote(ray, cls, *args, **options):
+    return (ray.remote(**options)(cls) if options else ray.remote(cls)).remote(*args)
+
+
+def local_env_steps(seed, actions, length=7):
+    env = Env(seed, length)
+    return [env.step(a) for a in actions]
+
+
+def same(a, b):
+    """Structural equality that treats numpy arrays by value."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(np.asarray(a), np.asarray(b))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+# ---------------------------------------------------------------------- fixed patterns
+def test_broadcast_gather(ray):
+    envs = [remote(ray, Env, i) for i in range(4)]
+    rounds = 300
+    seen = []
+    for i in range(rounds):
+        seen.append(ray.get([e.step.remote(i % 3) for e in envs]))
+    for k in range(4):
+        expected = local_env_steps(k, [i % 3 for i in range(rounds)])
+        assert same([row[k] for row in seen], expected)
+    expect_replayed(ray, 200)
+
+
+def test_chain_with_loop_carried_ref_and_two_returns(ray):
+    env, policy = remote(ray, Env, 3), remote(ray, Policy)
+    obs = env.reset.remote()
+    rewards = []
+    for i in range(300):
+        act = policy.act.remote(obs)
+        obs, reward = env.step2.options(num_returns=2).remote(act)
+        rewards.append(ray.get(reward))
+    final = ray.get(obs)
+    local_env, local_policy = Env(3), Policy()
+    o = local_env.reset()
+    for r in rewards:
+        o, rew = local_env.step2(local_policy.act(o))
+        assert rew == r
+    assert same(final, o)
+    assert ray.get(policy.total.remote()) == 300
+    expect_replayed(ray, 200)
+
+
+def test_put_broadcast_each_round(ray):
+    policies = [remote(ray, Policy) for _ in range(3)]
+    out = []
+    for i in range(200):
+        weights = ray.put(np.full(8, i, dtype=np.float64))
+        out.append(ray.get([p.load.remote(weights) for p in policies]))
+    assert out == [[8.0 * i] * 3 for i in range(200)]
+    expect_replayed(ray, 100)
+
+
+def test_large_arguments_and_results(ray):
+    policies = [remote(ray, Policy) for _ in range(2)]
+    for i in range(120):
+        big = np.full(50_000, float(i))                   # 400 KB: a shared segment each way
+        echoed = ray.get([p.echo.remote(big) for p in policies])
+        for e in echoed:
+            assert e.shape == big.shape and e[0] == float(i) and e[-1] == float(i)
+            assert not e.flags.writeable
+    expect_replayed(ray, 60)
+
+
+def test_pipelined_gather_reads_the_previous_round(ray):
+    envs = [remote(ray, Env, i) for i in range(2)]
+    pending = [e.step.remote(0) for e in envs]
+    seen = []
+    for i in range(1, 250):
+        ahead = [e.step.remote(i) for e in envs]
+        seen.append(ray.get(pending))
+        pending = ahead
+    seen.append(ray.get(pending))
+    for k in range(2):
+        assert same([row[k] for row in seen], local_env_steps(k, list(range(250))))
+    expect_replayed(ray, 150)
+
+
+def test_wait_then_get(ray):
+    envs = [remote(ray, Env, i) for i in range(3)]
+    seen = []
+    for i in range(200):
+        refs = [e.step.remote(i) for e in envs]
+        ready, rest = ray.wait(refs, num_returns=3)
+        assert len(ready) == 3 and rest == []
+        seen.append(ray.get(refs))
+    for k in range(3):
+        assert same([row[k] for row in seen], local_env_steps(k, list(range(200))))
+    expect_replayed(ray, 100)
+
+
+def test_arguments_are_snapshots_and_results_read_only(ray):
+    policy = remote(ray, Policy)
+    buf = np.zeros(4)
+    for i in range(200):
+        buf[:] = i
+        ref = policy.echo.remote(buf)
+        buf[:] = -1                                     # after submission: never seen by the callee
+        got = ray.get(ref)
+        assert list(got) == [float(i)] * 4
+        assert not got.flags.writeable
+        with pytest.raises(ValueError):
+            got[0] = 5
+    expect_replayed(ray, 100)
+
+
+def test_values_held_across_rounds_are_never_overwritten(ray):
+    envs = [remote(ray, Env, i) for i in range(2)]
+    kept = []
+    for i in range(200):
+        values = ray.get([e.step.remote(i) for e in envs])
+        kept.append(values)
+    for k in range(2):
+        assert same([row[k] for row in kept], local_env_steps(k, list(range(200))))
+    expect_replayed(ray, 100)
+
+
+# ---------------------------------------------------------------------- patterns that change
+def test_extra_call_every_kth_iteration(ray):
+    envs = [remote(ray, Env, i) for i in range(3)]
+    policy = remote(ray, Policy)
+    seen, extra = [], []
+    for i in range(300):
+        seen.append(ray.get([e.step.remote(1) for e in envs]))
+        if i % 40 == 39:
+            extra.append(ray.get(policy.act.remote(np.array([0.0, float(i)]))))
+    for k in range(3):
+        assert same([row[k] for row in seen], local_env_steps(k, [1] * 300))
+    local = Policy()
+    assert extra == [local.act(np.array([0.0, float(i)])) for i in range(300) if i % 40 == 39]
+    expect_fallback(ray, "expected")
+    expect_replayed(ray, 20)
+
+
+def test_episode_dependent_branch(ray):
+    env, policy = remote(ray, Env, 5, 60), remote(ray, Policy)
+    obs = ray.get(env.reset.remote())
+    trajectory = []
+    for i in range(400):
+        obs, reward, done = ray.get(env.step.remote(ray.get(policy.act.remote(obs))))
+        trajectory.append((obs, reward, done))
+        if done:
+            obs = ray.get(env.reset.remote())
+    local_env, local_policy = Env(5, length=60), Policy()
+    o = local_env.reset()
+    for got in trajectory:
+        o, r, d = local_env.step(local_policy.act(o))
+        assert same(got, (o, r, d))
+        if d:
+            o = local_env.reset()
+    expect_fallback(ray, "expected")
+    expect_replayed(ray, 100)
+
+
+def test_a_different_wait(ray):
+    envs = [remote(ray, Env, i) for i in range(2)]
+    seen = []
+    for i in range(300):
+        refs = [e.step.remote(i) for e in envs]
+        ready, _ = ray.wait(refs, num_returns=1 if i == 200 else 2)
+        assert len(ready) >= 1
+        seen.append(ray.get(refs))
+    for k in range(2):
+        assert same([row[k] for row in seen], local_env_steps(k, list(range(300))))
+    expect_fallback(ray, "wait")
+
+
+def test_killed_actor(ray):
+    envs = [remote(ray, Env, i) for i in range(3)]
+    seen = []
+    for i in range(200):
+        seen.append(ray.get([e.step.remote(i) for e in envs]))
+    ray.kill(envs[1])
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(envs[1].step.remote(0))
+    for i in range(200, 260):
+        seen.append(ray.get([envs[0].step.remote(i), envs[2].step.remote(i)]))
+    assert same([row[0] for row in seen], local_env_steps(0, list(range(260))))
+    assert same([row[-1] for row in seen], local_env_steps(2, list(range(260))))
+    expect_fallback(ray, "kill")
+
+
+def test_exception_in_iteration_500(ray):
+    env = remote(ray, Env, 0)
+    ray.get(env.fail_at.remote(500))
+    results, errors = [], []
+    for i in range(700):
+        try:
+            results.append(ray.get(env.risky.remote(i)))
+        except ValueError as exc:
+            errors.append((i, exc))
+    assert len(errors) == 1 and errors[0][0] == 499
+    exc = errors[0][1]
+    assert isinstance(exc, ray.exceptions.RayTaskError) and isinstance(exc, ValueError)
+    assert "bad step 500" in str(exc)
+    assert results == [2 * i + 1 for i in range(700) if i != 499]
+    expect_fallback(ray, "raised")
+    expect_replayed(ray, 300)
+
+
+def test_exception_propagates_through_a_chain(ray):
+    a, b = remote(ray, Env, 0), remote(ray, Policy)
+    ray.get(a.fail_at.remote(150))
+    seen = []
+    for i in range(220):
+        x = a.risky.remote(0)
+        y = b.echo.remote(x)                       # the error flows a -> b -> driver
+        try:
+            seen.append(ray.get(y))
+        except ValueError as exc:
+            assert isinstance(exc, ray.exceptions.RayTaskError)
+            seen.append("error")
+    assert seen == [t for t in range(1, 150)] + ["error"] + [t for t in range(151, 221)]
+    expect_fallback(ray, "raised")
+
+
+def test_ref_held_for_100_iterations_then_read(ray):
+    envs = [remote(ray, Env, i) for i in range(2)]
+    held = None
+    seen = []
+    for i in range(400):
+        refs = [e.step.remote(i) for e in envs]
+        if i == 120:
+            held = refs[0]
+        seen.append(ray.get(refs))
+        if i == 220:
+            assert same(ray.get(held), seen[120][0])
+    for k in range(2):
+        assert same([row[k] for row in seen], local_env_steps(k, list(range(400))))
+    expect_fallback(ray, "expected")
+
+
+def test_worker_to_worker_value_held_then_read(ray):
+    env, policy = remote(ray, Env, 1), remote(ray, Policy)
+    held = None
+    rewards = []
+    for i in range(300):
+        act = policy.act.remote(np.array([0.0, float(i)]))      # act flows policy -> env only
+        if i == 100:
+            held = act
+        rewards.append(ray.get(env.step.remote(act))[1])
+    local = Policy()
+    acts = [local.act(np.array([0.0, float(i)])) for i in range(300)]
+    assert ray.get(held) == acts[100]
+    assert rewards == [float(i + 1) for i in range(300)]
+    expect_fallback(ray, "kept past the plan's buffering")
+
+
+def test_training_and_evaluation_phases_alternate(ray):
+    envs = [remote(ray, Env, i) for i in range(2)]
+    policy = remote(ray, Policy)
+    seen = []
+    for phase in range(4):
+        for i in range(150):
+            if phase % 2 == 0:
+                seen.append(ray.get([e.step.remote(1) for e in envs]))
+            else:
+                seen.append(ray.get(policy.act.remote(np.array([0.0, 1.0]))))
+    local = Policy()
+    steps = [local_env_steps(k, [1] * 300) for k in range(2)]
+    train = [row for p in (0, 2) for row in seen[p * 150:(p + 1) * 150]]
+    for k in range(2):
+        assert same([row[k] for row in train], steps[k])
+    evals = [row for p in (1, 3) for row in seen[p * 150:(p + 1) * 150]]
+    assert evals == [local.act(np.array([0.0, 1.0])) for _ in range(300)]
+    if ray.backend_name == "rayreact":
+        assert len(runs_of_this_test(ray)) >= 3
+
+
+def test_another_thread_joins_in(ray):
+    envs = [remote(ray, Env, i) for i in range(2)]
+    seen = []
+    for i in range(150):
+        seen.append(ray.get([e.step.remote(i) for e in envs]))
+    box = []
+    t = threading.Thread(target=lambda: box.append(ray.get(envs[0].step.remote(150))))
+    t.start()
+    t.join()
+    seen.append([box[0], ray.get(envs[1].step.remote(150))])
+    for i in range(151, 250):
+        seen.append(ray.get([e.step.remote(i) for e in envs]))
+    for k in range(2):
+        assert same([row[k] for row in seen], local_env_steps(k, list(range(250))))
+
+
+def test_nested_refs_are_passed_as_refs(ray):
+    env, policy = remote(ray, Env, 0), remote(ray, Policy)
+    out = []
+    for i in range(120):
+        x = env.step.remote(i)
+        out.append(ray.get(policy.echo.remote([x]))[0])        # a ref inside a list stays a ref
+    assert all(type(r).__name__ == "ObjectRef" for r in out)
+    assert same(ray.get(out[-1]), local_env_steps(0, list(range(120)))[-1])
+
+
+def test_reactions_may_call_other_actors(ray):
+    envs = [remote(ray, Env, i) for i in range(2)]
+    relay = remote(ray, Relay, envs[0])
+    seen = []
+    for i in range(200):
+        seen.append(ray.get([relay.forward.remote(i), envs[1].step.remote(i)]))
+    assert same([row[0] for row in seen], local_env_steps(0, list(range(200))))
+    assert same([row[1] for row in seen], local_env_steps(1, list(range(200))))
+    expect_replayed(ray, 100)
+
+
+class Relay:
+    """An actor whose method makes a nested actor call (it stays dynamic inside a replayed reaction)."""
+
+    def __init__(self, target):
+        self.target = target
+
+    def forward(self, x):
+        return _get(self.target.step.remote(x))
+
+
+def _get(ref):
+    import sys
+    module = sys.modules.get("rayreact") if type(ref).__module__.startswith("rayreact") else sys.modules["ray"]
+    return module.get(ref)
+
+
+def test_threaded_actor_is_not_replayed(ray):
+    counter = remote(ray, Policy, max_concurrency=4)
+    out = [ray.get(counter.act.remote(np.array([0.0, 2.0]))) for _ in range(100)]
+    assert out == [1.0 + k for k in range(1, 101)]
+    if ray.backend_name == "rayreact":
+        assert periods_replayed(ray) == 0
+        assert any("threaded" in r for r in _reactor(ray).snapshot()["refusals"])

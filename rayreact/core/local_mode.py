@@ -23,6 +23,8 @@ class _Actor:
         self.class_name = class_name
         self.methods = methods
         self.loop = None      # async actors keep one event loop, so their asyncio objects stay usable
+        self.instance = None
+        self.dead_error = None
 
     def run_coroutine(self, coro):
         if self.loop is None:
@@ -30,8 +32,6 @@ class _Actor:
             self.loop = asyncio.new_event_loop()
             threading.Thread(target=self.loop.run_forever, daemon=True, name="rayreact-local-asyncio").start()
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-        self.instance = None
-        self.dead_error = None
 
 
 class LocalRuntime:

@@ -335,8 +335,10 @@ def cluster_resources():
 def nodes():
     rt = _runtime()
     total = rt.resources("total")
+    from .util import get_node_ip_address
+    ip = get_node_ip_address()
     return [{
-        "NodeID": getattr(rt, "node_id", b"").hex(), "Alive": True, "NodeManagerAddress": "127.0.0.1",
+        "NodeID": getattr(rt, "node_id", b"").hex(), "Alive": True, "NodeManagerAddress": ip,
         "NodeManagerHostname": os.uname().nodename, "NodeManagerPort": 0, "ObjectManagerPort": 0,
         "ObjectStoreSocketName": "", "RayletSocketName": "", "MetricsExportPort": 0, "NodeName": "127.0.0.1",
         "alive": True, "Resources": total, "Labels": {}, "RuntimeEnvAgentPort": 0, "DeathReason": 0,

@@ -1,0 +1,12 @@
+"""The machine room: runtime, workers, channels, objects, and the reactor (record / infer / replay).
+
+``rayreact.core.IMPLEMENTATION`` names the channel implementation in use ("cython"); the
+compiled extension is required (CI fails without it) and there is no silent fallback.
+"""
+
+
+def __getattr__(name):
+    if name == "IMPLEMENTATION":
+        from .channel import IMPLEMENTATION
+        return IMPLEMENTATION
+    raise AttributeError(f"module 'rayreact.core' has no attribute '{name}'")

@@ -214,6 +214,11 @@ class Runtime:
         self._service = threading.Thread(target=self._service_loop, name="rayreact-service", daemon=True)
         self._service.start()
         self._pool_target = max(1, int(self.num_cpus))
+        # Prestart the task pool (as Ray does): forks are cheap and the first task then finds a warm worker.
+        with self._lock:
+            for _ in range(min(self._pool_target, os.cpu_count() or 1)):
+                self._starting_task_workers += 1
+                self._spawn_worker("task")
         self._reactor = None
         if reactor:
             from . import replay

@@ -36,12 +36,14 @@ def _import_backend(name):
     return importlib.import_module(name)
 
 
-def backend_fixture(**init_kwargs):
+def backend_fixture(per_backend=None, **init_kwargs):
     """A module-scoped, backend-parametrized fixture that calls ``init(**init_kwargs)``.
 
     A test module that needs a differently configured session (GPUs, custom
     resources) assigns the result to the name ``ray_backend``; pytest's fixture
     overriding then routes every fixture below (``signal``...) through it.
+    ``per_backend`` adds keywords for one backend only, e.g.
+    ``{"rayreact": {"local_mode": True}}``.
     """
     kwargs = dict(num_cpus=2, include_dashboard=False, log_to_driver=True)
     kwargs.update(init_kwargs)
@@ -51,7 +53,7 @@ def backend_fixture(**init_kwargs):
         ray = _import_backend(request.param)
         if ray.is_initialized():
             ray.shutdown()
-        ray.init(**kwargs)
+        ray.init(**kwargs, **(per_backend or {}).get(request.param, {}))
         record_our_sessions()
         yield ray
         ray.shutdown()

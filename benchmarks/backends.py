@@ -1,7 +1,8 @@
 """How to launch an unmodified Ray script under each backend.
 
 A backend is a command prefix plus environment variables. Real Ray runs the
-script as is; rayreact runs it through its CLI (``python -m rayreact run``),
+script as is; rayreact runs it through its CLI's ``run`` (wrapped by
+``benchmarks.rayreact_launcher``, which also notes what the reactor replayed),
 which makes ``import ray`` resolve to rayreact; the reactor switch is the
 ``RAYREACT_REACTOR`` environment variable.
 """
@@ -22,13 +23,16 @@ class Backend:
     label: str                 # column heading
     launcher: tuple            # argv prefix before the script path
     env: dict = field(default_factory=dict)
+    reports_reactor: bool = False   # the launcher can write a summary of the reactor's replay
 
     def command(self, script, args=()):
         return [*self.launcher, script, *args]
 
-    def environment(self):
+    def environment(self, reactor_report=None):
         env = dict(os.environ)
         env.update(self.env)
+        if self.reports_reactor and reactor_report:
+            env["BENCH_REACTOR_REPORT"] = reactor_report
         # the harness may run from anywhere; scripts and `python -m rayreact` need the repo importable
         env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, env.get("PYTHONPATH")) if p)
         env.setdefault("PYTHONUNBUFFERED", "1")
@@ -36,9 +40,10 @@ class Backend:
 
 
 RAY = Backend("ray", "Ray", (sys.executable,))
-RAYREACT = Backend("rayreact", "rayreact", (sys.executable, "-m", "rayreact", "run"), {"RAYREACT_REACTOR": "1"})
-RAYREACT_NO_REACTOR = Backend("rayreact-noreactor", "rayreact (reactor off)",
-                              (sys.executable, "-m", "rayreact", "run"), {"RAYREACT_REACTOR": "0"})
+_RAYREACT_RUN = (sys.executable, "-m", "benchmarks.rayreact_launcher")  # = python -m rayreact run
+RAYREACT = Backend("rayreact", "rayreact", _RAYREACT_RUN, {"RAYREACT_REACTOR": "1"}, reports_reactor=True)
+RAYREACT_NO_REACTOR = Backend("rayreact-noreactor", "rayreact (reactor off)", _RAYREACT_RUN,
+                              {"RAYREACT_REACTOR": "0"}, reports_reactor=True)
 # The same script with no Ray at all (only scripts that support --serial), for baselines.
 SERIAL = Backend("serial", "no Ray, one process", (sys.executable,))
 

@@ -67,7 +67,7 @@ def compare_workload(workload, runs, serial=None, cores=1, reactor_available=Tru
         "description": workload.description,
         "targets": workload.targets,
         "runs": {name: {"ok": run.ok, "wall_s": run.wall_s, "error": run.error, "log": run.log_path,
-                        "report": run.report} for name, run in runs.items()},
+                        "report": run.report, "reactor": run.reactor} for name, run in runs.items()},
         "serial": None if serial is None else {"ok": serial.ok, "wall_s": serial.wall_s, "error": serial.error,
                                                 "report": serial.report},
         "metrics": rows,
@@ -101,16 +101,33 @@ def _fmt_met(row):
     return f"{target} {mark}"
 
 
+def reactor_summary(reactor):
+    """One cell: did the reactor replay this run, and for how long?"""
+    if not reactor:
+        return "?"
+    if "error" in reactor:
+        return "explain() failed"
+    if not reactor.get("enabled"):
+        return "off"
+    text = f"{reactor['periods_replayed']} periods replayed"
+    if reactor["periods_replayed"] == 0:
+        reasons = list(reactor.get("refusals", {})) + reactor.get("fallbacks", [])
+        text = "no replay" + (f" ({reasons[0][:60]})" if reasons else "")
+    elif reactor.get("fallbacks"):
+        text += f", {len(reactor['fallbacks'])} fallback(s)"
+    return text
+
+
 def markdown_table(results):
     on, off = RAYREACT.name, RAYREACT_NO_REACTOR.name
     head = ["workload", "metric", "Ray", "rayreact", "rayreact (reactor off)", "speedup vs Ray",
-            "speedup, reactor off", "target (rayreact vs Ray)", "same result"]
+            "speedup, reactor off", "target (rayreact vs Ray)", "same result", "reactor"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for w in results["workloads"]:
         same = {True: "✅ equal", False: "❌ differ", None: "n/a"}[w["checksums_equal"]]
         if not w["metrics"]:
             errors = "; ".join(f"{n}: {r['error']}" for n, r in w["runs"].items() if not r["ok"])
-            lines.append(f"| {w['name']} | (no result) | | | | | | | {errors} |")
+            lines.append(f"| {w['name']} | (no result) | | | | | | | {errors} | |")
             continue
         for i, row in enumerate(w["metrics"]):
             cells = [w["name"] if i == 0 else "", row["name"],
@@ -118,7 +135,8 @@ def markdown_table(results):
                      _fmt_value(row["values"].get(on), row["unit"]),
                      _fmt_value(row["values"].get(off), row["unit"]),
                      _fmt_speedup(row["speedup"].get(on)), _fmt_speedup(row["speedup"].get(off)),
-                     _fmt_met(row), same if i == 0 else ""]
+                     _fmt_met(row), same if i == 0 else "",
+                     reactor_summary(w["runs"].get(on, {}).get("reactor")) if i == 0 else ""]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -133,6 +151,11 @@ def notes(results):
         for name, run in w["runs"].items():
             if not run["ok"]:
                 out.append(f"{w['name']} under {ALL[name].label if name in ALL else name} failed: {run['error']}")
+        reactor = w["runs"].get(RAYREACT.name, {}).get("reactor") or {}
+        for reason in reactor.get("fallbacks", [])[:3]:
+            out.append(f"{w['name']}: the reactor fell back to dynamic mode: {reason}")
+        for reason in list(reactor.get("refusals", {}))[:3]:
+            out.append(f"{w['name']}: the reactor declined a pattern: {reason}")
         if w["checksums_equal"] is False:
             out.append(f"{w['name']}: the backends computed different results: {w['checksums']}")
         for row in w["metrics"]:

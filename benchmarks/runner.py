@@ -30,6 +30,7 @@ class RunResult:
     report: Optional[dict]
     error: str
     log_path: str
+    reactor: Optional[dict] = None   # rayreact only: what the reactor replayed (see rayreact_launcher)
 
 
 def _pump(stream, log, lines, echo_prefix):
@@ -59,14 +60,16 @@ def run_script(backend: Backend, script, args, work_dir, tag, timeout_s, verbose
     os.makedirs(work_dir, exist_ok=True)
     report_path = os.path.join(work_dir, f"{tag}.json")
     log_path = os.path.join(work_dir, f"{tag}.log")
-    if os.path.exists(report_path):
-        os.remove(report_path)
+    reactor_path = os.path.join(work_dir, f"{tag}.reactor.json")
+    for stale in (report_path, reactor_path):
+        if os.path.exists(stale):
+            os.remove(stale)
     command = backend.command(script, [*args, "--report", report_path])
     lines = []
     start = time.perf_counter()
     with open(log_path, "w") as log:
         log.write("$ " + " ".join(command) + "\n")
-        proc = subprocess.Popen(command, cwd=REPO_ROOT, env=backend.environment(), stdout=subprocess.PIPE,
+        proc = subprocess.Popen(command, cwd=REPO_ROOT, env=backend.environment(reactor_path), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
         pump = threading.Thread(target=_pump, args=(proc.stdout, log, lines, "    | " if verbose else None),
                                 daemon=True)
@@ -99,4 +102,11 @@ def run_script(backend: Backend, script, args, work_dir, tag, timeout_s, verbose
                 report = json.load(f)
         except (OSError, ValueError) as e:
             error = f"no report: {e}"
-    return RunResult(backend.name, report is not None, wall_s, report, error, log_path)
+    reactor = None
+    if os.path.exists(reactor_path):
+        try:
+            with open(reactor_path) as f:
+                reactor = json.load(f)
+        except (OSError, ValueError):
+            pass
+    return RunResult(backend.name, report is not None, wall_s, report, error, log_path, reactor)

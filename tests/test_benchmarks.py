@@ -63,6 +63,20 @@ def test_quick_benchmark_results_cover_every_workload_and_backend(quick_run):
         assert w["deterministic"] and w["checksums_equal"] is True, (w["name"], w["checksums"])
 
 
+@pytest.mark.timeout(1600)
+def test_quick_benchmark_switches_the_reactor(quick_run):
+    proc, out = quick_run
+    results = json.loads((out / "results.json").read_text())
+    for w in results["workloads"]:
+        on, off = w["runs"][RAYREACT.name], w["runs"][RAYREACT_NO_REACTOR.name]
+        if results["reactor_available"]:
+            assert on["reactor"] is not None and on["reactor"].get("enabled") is True, (w["name"], on["reactor"])
+            assert off["reactor"] is not None and off["reactor"].get("enabled") is False, (w["name"], off["reactor"])
+        else:  # nothing to switch: the off column is the on run, and the results say so
+            assert off == on
+            assert "not built yet" in (out / "results.md").read_text()
+
+
 def _run(backend, value):
     return RunResult(backend, True, 1.0, {"observations_per_s": value, "checksum": "x", "deterministic": True},
                      "", "log")

@@ -1,4 +1,4 @@
-"""Named actors: get_actor, get_if_exists, namespaces, and detached lifetimes."""
+"""Named actors: get_actor, get_if_exists, namespaces, duplicate names."""
 import ray
 
 ray.init(num_cpus=2, include_dashboard=False, namespace="compat")

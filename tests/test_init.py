@@ -210,3 +210,17 @@ def test_local_mode_flag(backend_module):
         ray.init(local_mode=True)
         assert ray.get(ray.remote(lambda: os.getpid()).remote()) == os.getpid()
         ray.shutdown()
+
+
+def test_actor_handle_from_a_previous_session_fails(backend_module):
+    # Ray raises at submission, rayreact at get (RayActorError); either way a clear
+    # error naming the actor, never a hang or a result from a dead session.
+    ray = backend_module
+    ray.init(num_cpus=2, include_dashboard=False)
+    old = ray.remote(Probe).remote()
+    ray.get(old.pid.remote())
+    ray.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False)
+    with pytest.raises(Exception, match="(?i)actor"):
+        ray.get(old.pid.remote(), timeout=30)
+    ray.shutdown()

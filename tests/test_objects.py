@@ -121,6 +121,33 @@ def test_ref_passed_through_a_task_keeps_its_value_alive(ray_backend):
     assert ray_backend.get(out[0]).shape == (BIG,)
 
 
+def test_value_from_get_outlives_its_ref(ray_backend):
+    # A zero-copy view must keep its buffer: dropping the ref and churning the
+    # store must not change an array the caller still holds.
+    ref = ray_backend.put(np.full(BIG, 3, dtype=np.int64))
+    arr = ray_backend.get(ref)
+    del ref
+    gc.collect()
+    for i in range(10):
+        other = ray_backend.put(np.full(BIG, -i, dtype=np.int64))
+        ray_backend.get(ray_backend.remote(lambda a: int(a[0])).remote(other))
+        del other
+    assert arr.shape == (BIG,) and int(arr.min()) == 3 and int(arr.max()) == 3
+
+
+def test_argument_ref_kept_alive_while_task_runs(ray_backend, signal):
+    def total_after_signal(sig, arr):
+        ray_backend.get(sig.wait.remote())
+        return int(arr.sum())
+
+    ref = ray_backend.put(np.ones(BIG, dtype=np.int64))
+    out = ray_backend.remote(total_after_signal).remote(signal, ref)
+    del ref  # the pending task still holds the value
+    gc.collect()
+    signal.send.remote()
+    assert ray_backend.get(out, timeout=60) == BIG
+
+
 def test_many_puts_and_drops(ray_backend):
     # Dropped values must be released, not pile up (would exhaust a bounded store).
     keep = ray_backend.put(np.full(10, 7))

@@ -319,7 +319,7 @@ class Runtime:
         if reactor is None:
             return False
         knows = getattr(reactor, "knows", None)
-        return True if knows is None else knows(oid)
+        return False if knows is None else knows(oid)
 
     def _ensure_defined(self, w, code_id):
         if code_id not in w.defined:

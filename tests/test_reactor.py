@@ -9,6 +9,8 @@ test also checks that replay actually ran (``explain().periods_replayed``)
 and, for the fallback scripts, that the reactor fell back.
 """
 
+import os
+import signal
 import threading
 
 import numpy as np
@@ -105,6 +107,9 @@ class Env:
 
     def history(self):
         return self.calls
+
+    def pid(self):
+        return os.getpid()
 
     def fail_at(self, n):
         self.fail_step = n
@@ -472,3 +477,29 @@ def test_threaded_actor_is_not_replayed(ray):
     if ray.backend_name == "rayreact":
         assert periods_replayed(ray) == 0
         assert any("threaded" in r for r in _reactor(ray).snapshot()["refusals"])
+
+
+def test_worker_process_dies(ray):
+    envs = [remote(ray, Env, i) for i in range(3)]
+    pid = ray.get(envs[1].pid.remote())
+    seen = []
+    for i in range(300):
+        refs = [e.step.remote(i) for e in envs]
+        if i == 150:
+            os.kill(pid, signal.SIGKILL)
+        row = []
+        for r in refs:
+            try:
+                row.append(ray.get(r))
+            except ray.exceptions.RayActorError:
+                row.append("dead")
+        seen.append(row)
+    for k in (0, 2):
+        assert same([row[k] for row in seen], local_env_steps(k, list(range(300))))
+    column = [row[1] for row in seen]
+    first_dead = column.index("dead")
+    assert first_dead in (150, 151)
+    assert same(column[:first_dead], local_env_steps(1, list(range(first_dead))))
+    assert all(v == "dead" for v in column[first_dead:])
+    expect_replayed(ray, 100)
+    expect_fallback(ray, "died")

@@ -543,24 +543,25 @@ class ReplayRun:
                     raise Refused(f"{r.name}: only actor reactors are replayed")
                 aid = bytes.fromhex(r.actor)
                 a = rt.actors.get(aid)
-                if a is None or a.state != "ALIVE" or a.worker is None or a.worker.dead or not a.worker.pid:
-                    raise Refused(f"{r.name}: the actor is not alive and started")
+                if a is None or a.state == "DEAD":
+                    raise Refused(f"{r.name}: the actor is dead")
                 if a.max_concurrency != 1 or getattr(a, "is_async", False):
                     raise Refused(f"{r.name}: threaded or async actor")
                 if a.restarts_left != 0 or a.max_task_retries:
                     raise Refused(f"{r.name}: an actor that may restart (max_restarts) is not replayed")
-                self.links[r.name] = _Link(r.name, a.worker, a)
+                self.links[r.name] = a
         if not self.links:
             raise Refused("no actor in the period")
 
         # ---- the dynamic runtime must have finished what the script asked of these actors before
         seeds = plan.seeds(first_index)
         seed_ids = [trace.ref_id(s.producer, s.ret) for s in seeds]
-        actors = [link.actor for link in self.links.values()]
+        actors = list(self.links.values())
 
         def quiet():
             for a in actors:
-                if a.queues.get(-1) or a.state != "ALIVE":
+                if a.queues.get(-1) or a.state != "ALIVE" or a.worker is None or not a.worker.pid \
+                        or not a.worker.ready:
                     return False
             for oid in seed_ids:
                 e = rt.objects.get(oid)
@@ -571,6 +572,10 @@ class ReplayRun:
         if not rt._wait_until(quiet, 30.0):
             raise Refused("the dynamic calls before the switch point did not finish")
         with rt._lock:
+            for name, a in list(self.links.items()):
+                if a.state != "ALIVE" or a.worker is None or a.worker.dead:
+                    raise Refused(f"{name}: the actor is not alive")
+                self.links[name] = _Link(name, a.worker, a)
             seed_descs = []
             for s, oid in zip(seeds, seed_ids):
                 e = rt.objects.get(oid)

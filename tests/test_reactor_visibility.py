@@ -1,0 +1,150 @@
+"""The reactor's visibility and quiet: explain(), DOT/PNG, the Chrome trace, and no CPU while idle.
+
+These are rayreact-only (real Ray has no reactor); each checks something a
+user relies on: that ``explain`` names the period, the reactors and the
+fallbacks; that ``timeline`` writes a trace with one slice per reaction and
+flow arrows along connections; that a replaying script which sleeps leaves its
+workers asleep; and that the reactor can be switched off.
+"""
+
+import json
+import os
+import time
+
+import numpy as np
+import pytest
+
+import rayreact as ray
+from rayreact.core import context
+
+
+class Env:
+    def __init__(self, seed):
+        self.seed = seed
+        self.t = 0
+
+    def step(self, action):
+        self.t += 1
+        return np.array([self.seed, self.t + float(action)])
+
+    def pid(self):
+        return os.getpid()
+
+
+class Policy:
+    def act(self, obs):
+        return float(obs[1]) * 0.5
+
+
+@pytest.fixture(scope="module")
+def session():
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=2)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture
+def fresh(session):
+    context.current._reactor.reset()
+    return session
+
+
+def chain(rounds):
+    env, policy = ray.remote(Env).remote(0), ray.remote(Policy).remote()
+    obs = env.step.remote(0)
+    out = []
+    for _ in range(rounds):
+        act = policy.act.remote(obs)
+        obs = env.step.remote(act)
+        out.append(ray.get(obs))
+    return env, policy, out
+
+
+def _cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_idle_replaying_script_uses_no_cpu(fresh):
+    envs = [ray.remote(Env).remote(i) for i in range(3)]
+    pids = ray.get([e.pid.remote() for e in envs])
+    for i in range(200):
+        ray.get([e.step.remote(i) for e in envs])
+    reactor = context.current._reactor
+    assert reactor.state == "REPLAYING"
+    before = [_cpu_seconds(p) for p in pids]
+    time.sleep(2.0)
+    after = [_cpu_seconds(p) for p in pids]
+    used = [b - a for a, b in zip(before, after)]
+    assert all(u <= 0.05 for u in used), f"workers used {used} s of CPU while the script slept for 2 s"
+    # And they wake up again: the loop carries on, still replaying.
+    out = [ray.get([e.step.remote(i) for e in envs]) for i in range(200, 220)]
+    assert [o[0][1] for o in out] == [2.0 * i + 1 for i in range(200, 220)]
+    assert reactor.state == "REPLAYING"
+
+
+def test_explain_names_period_reactors_and_fallbacks(fresh, capsys):
+    env, policy, out = chain(120)
+    ray.get(env.step.remote(1))                            # a deviation: falls back
+    text = str(ray.explain())
+    printed = capsys.readouterr().out
+    assert "period of 3 events" in printed and printed.strip() == text.strip()
+    assert "Env" in text and "Policy" in text and "worker-to-worker" in text and "lag 1" in text
+    assert "periods replayed" in text and "fallbacks to dynamic mode" in text and "got a call of step" in text
+    e = ray.explain(quiet=True)
+    assert e.plan.period == 3 and e.periods_replayed >= 100
+    assert capsys.readouterr().out == ""
+
+
+def test_explain_writes_dot_and_png(fresh, tmp_path):
+    chain(60)
+    dot, png = tmp_path / "plan.dot", tmp_path / "plan.png"
+    ray.explain(dot=str(dot), png=str(png), quiet=True)
+    assert dot.read_text().startswith("digraph plan {")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    ray.explain(str(tmp_path / "again.dot"), quiet=True)
+    assert (tmp_path / "again.dot").exists()
+
+
+def test_timeline_has_reactions_and_flows(fresh, tmp_path):
+    chain(80)
+    path = tmp_path / "trace.json"
+    ray.timeline(str(path))
+    events = json.loads(path.read_text())
+    slices = [e for e in events if e["ph"] == "X" and e["cat"] == "reaction"]
+    names = {e["name"] for e in slices}
+    assert {"Env.step", "Policy.act"} <= names
+    assert len([e for e in slices if e["name"] == "Policy.act"]) >= 60
+    starts = {e["id"] for e in events if e["ph"] == "s"}
+    ends = {e["id"] for e in events if e["ph"] == "f"}
+    assert starts and starts == ends
+    for e in slices:
+        assert e["dur"] > 0 and e["pid"] == e["tid"]
+
+
+def test_reactor_off():
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=2, _reactor=False)
+    try:
+        assert context.current._reactor is None
+        e = ray.explain(quiet=True)
+        assert "off" in str(e)
+        ref = ray.remote(Policy).remote().act.remote(np.array([0.0, 4.0]))
+        assert ray.get(ref) == 2.0
+    finally:
+        ray.shutdown()
+
+
+def test_reactor_off_by_environment(monkeypatch):
+    if ray.is_initialized():
+        ray.shutdown()
+    monkeypatch.setenv("RAYREACT_REACTOR", "0")
+    ray.init(num_cpus=2)
+    try:
+        assert context.current._reactor is None
+    finally:
+        ray.shutdown()

@@ -174,12 +174,19 @@ def write_markdown(results, path, plot_files):
     lines.append(f"Mode: {'quick (smoke-test sizes; the figures mean little)' if results['quick'] else 'full'}. "
                  f"Run {results['started']}, {results['elapsed_s']:.0f} s in all.")
     lines.append("")
+    load = m.get("load_average_at_start") or []
+    load_text = " / ".join(f"{x:.1f}" for x in load) or "unknown"
     lines.append(f"Machine: {m['cpu_model']}, {m['usable_cores']} usable cores ({m['logical_cores']} logical), "
-                 f"{m['memory_gib']} GiB RAM, {m['os']}; load average at start {m['load_average_at_start']}.")
+                 f"{m['memory_gib']} GiB RAM, {m['os']}; load average at start {load_text} (1 / 5 / 15 min).")
     p = m["packages"]
     lines.append(f"Software: Python {m['python']}, Ray {p.get('ray')}, torch {p.get('torch')}, numpy {p.get('numpy')}, "
                  f"gymnasium {p.get('gymnasium')}, ale-py {p.get('ale-py')}, cloudpickle {p.get('cloudpickle')}; "
                  f"rayreact at {m['rayreact_commit']}.")
+    if load and load[0] > m["usable_cores"]:
+        lines.append("")
+        lines.append(f"**The machine was busy with other work when this ran (load {load[0]:.1f} on "
+                     f"{m['usable_cores']} cores): every figure is noisy, and the ratios, measured in the same run, "
+                     f"are the ones to read.**")
     lines.append("")
     lines.append("Each workload is an ordinary Ray script run in a fresh process per backend: real Ray, rayreact "
                  "(`rayreact run`, reactor on) and rayreact with `RAYREACT_REACTOR=0`. Speedup > 1 means faster "

@@ -76,6 +76,20 @@ def discounted(rewards, gamma):
     return returns
 
 
+def policy_forward(model, x):
+    """(probability of moving up, hidden activations) for one difference frame."""
+    h = np.maximum(model["W1"] @ x, 0.0)
+    return sigmoid(float(model["W2"] @ h)), h
+
+
+def policy_backward(model, xs, hs, dlogits):
+    """Gradient of sum_t dlogits[t] * logit_t with respect to the weights (backprop through the ReLU layer)."""
+    grad_w2 = hs.T @ dlogits
+    dh = np.outer(dlogits, model["W2"])
+    dh[hs <= 0] = 0.0
+    return {"W1": dh.T @ xs, "W2": grad_w2}
+
+
 def new_model(hidden, seed):
     rng = np.random.default_rng(seed)
     return {
@@ -105,8 +119,7 @@ class PongRollout:
             current = preprocess(frame)
             x = current - previous if previous is not None else np.zeros(INPUT, np.float32)
             previous = current
-            h = np.maximum(model["W1"] @ x, 0.0)
-            p_up = sigmoid(float(model["W2"] @ h))
+            p_up, h = policy_forward(model, x)
             go_up = self.rng.random() < p_up
             inputs.append(x)
             hiddens.append(h)
@@ -118,13 +131,9 @@ class PongRollout:
         advantages = discounted(np.array(rewards, np.float32), self.gamma)
         advantages -= advantages.mean()
         advantages /= advantages.std() + 1e-8
-        xs, hs = np.stack(inputs), np.stack(hiddens)
-        dlogit = np.array(dlogits, np.float32) * advantages
-        grad_w2 = hs.T @ dlogit
-        dh = np.outer(dlogit, model["W2"])
-        dh[hs <= 0] = 0.0
-        grad_w1 = dh.T @ xs
-        return {"W1": grad_w1, "W2": grad_w2}, float(np.sum(rewards)), steps
+        gradient = policy_backward(model, np.stack(inputs), np.stack(hiddens),
+                                   np.array(dlogits, np.float32) * advantages)
+        return gradient, float(np.sum(rewards)), steps
 
 
 def main():

@@ -90,3 +90,32 @@ def test_env_stepping_matches_a_run_without_ray(name, tmp_root):
         returncode, output, report = run_example(name, backend_name, tmp_root)
         assert returncode == 0, f"{name} failed under {backend_name}:\n{output[-3000:]}"
         assert report["checksum"] == serial["checksum"], backend_name
+
+
+def test_pong_policy_gradient_matches_finite_differences():
+    """pong_pg learns only if its hand-written backprop is right: check it against numerical derivatives."""
+    import importlib.util
+
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("pong_pg", os.path.join(EXAMPLES_DIR, "pong_pg.py"))
+    pong = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pong)  # defines functions only: main() runs under __main__
+    rng = np.random.default_rng(0)
+    model = {k: v.astype(np.float64) for k, v in pong.new_model(hidden=6, seed=1).items()}
+    model["W1"] = rng.standard_normal((6, pong.INPUT)) * 0.05
+    xs = (rng.random((5, pong.INPUT)) < 0.02).astype(np.float64) - (rng.random((5, pong.INPUT)) < 0.02)
+    weights_per_step = rng.standard_normal(5)
+
+    def objective(m):  # sum_t w_t * logit_t, whose gradient policy_backward computes
+        return sum(w * float(m["W2"] @ np.maximum(m["W1"] @ x, 0.0)) for w, x in zip(weights_per_step, xs))
+
+    hs = np.stack([pong.policy_forward(model, x)[1] for x in xs])
+    analytic = pong.policy_backward(model, xs, hs, weights_per_step)
+    eps = 1e-6
+    for key, index in [("W2", (2,)), ("W2", (5,)), ("W1", (1, int(np.flatnonzero(xs[0])[0]))),
+                       ("W1", (4, int(np.flatnonzero(xs[3])[-1])))]:
+        bumped = {k: v.copy() for k, v in model.items()}
+        bumped[key][index] += eps
+        numeric = (objective(bumped) - objective(model)) / eps
+        assert analytic[key][index] == pytest.approx(numeric, rel=1e-4, abs=1e-7), (key, index)

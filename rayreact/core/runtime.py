@@ -174,6 +174,10 @@ class Runtime:
         self.store_limit = int(object_store_memory or _default_store_memory())
         self.store_used = 0
         self.shm_dir, shm_warning = _shm_dir(object_store_memory)
+        # Freed segments are kept for reuse up to this many bytes (pages already allocated: writes are memcpy).
+        serialization.segment_pool.limit = int(os.environ.get(
+            "RAYREACT_SEGMENT_POOL_BYTES", min(1 << 30, self.store_limit // 4)))
+        serialization.segment_pool.keep_mappings = True
         if shm_warning:
             warnings.warn(shm_warning, stacklevel=3)
         self.reactor_enabled = reactor
@@ -491,10 +495,7 @@ class Runtime:
 
     def _discard_desc(self, desc):
         if desc[0] == SEGMENT:
-            try:
-                os.unlink(desc[1])
-            except OSError:
-                pass
+            serialization.segment_pool.release(desc[1])
 
     def _maybe_free(self, oid, e):
         if e.holds > 0 or e.borrowers or e.dependents or refcount.counts.get(oid):
@@ -506,10 +507,7 @@ class Runtime:
         if desc[0] == SEGMENT:
             self.store_used -= e.size
             self._segments.forget(desc[1])
-            try:
-                os.unlink(desc[1])
-            except OSError:
-                pass
+            serialization.segment_pool.release(desc[1])
         for c in desc[2]:
             ce = self.objects.get(c)
             if ce is not None:
@@ -583,6 +581,10 @@ class Runtime:
 
     # ================================================================== public API: objects
     def put(self, value):
+        if refcount.released:
+            # Free what the script dropped first: its segments can then be reused for this value.
+            with self._lock:
+                self._process_releases()
         if isinstance(value, ObjectRef):
             raise TypeError("Calling 'put' on an ray.ObjectRef is not allowed. If you really want to do this, "
                             "you can wrap the ray.ObjectRef in a list and call 'put' on it.")
@@ -1779,6 +1781,7 @@ class Runtime:
             shutil.rmtree(self.shm_dir, ignore_errors=True)
         self.objects.clear()
         self._segments.clear()
+        serialization.segment_pool.clear()
         refcount.reset()
 
 

@@ -374,7 +374,8 @@ class Worker:
                     else:
                         os.environ[k] = v
             self.current_task_id = None
-        del args_desc, arg_descs
+        # Drop our views of the arguments before reporting, so their segments can be recycled at once.
+        args = kwargs = value = args_desc = arg_descs = None
         self.send((protocol.DONE, task_id, results, ok))
 
     # ---------------------------------------------------------------- actors
@@ -460,7 +461,8 @@ class Worker:
         except BaseException as exc:  # noqa: BLE001
             results = self._error_results(return_ids, self._task_error(name, exc, actor=True))
             ok = False
-        del args_desc, arg_descs
+        # Drop our views of the arguments before reporting, so their segments can be recycled at once.
+        args = kwargs = value = args_desc = arg_descs = None
         self.send((protocol.DONE, task_id, results, ok))
         if exiting:
             self._exit_now()

@@ -281,9 +281,10 @@ class TracedActorClass:
         return target.remote(*args, **{**kwargs, HIDDEN_KWARG: info})
 
     def __getattr__(self, name):
-        if name.startswith("__"):
+        backend_class = self.__dict__.get("_backend_class")
+        if backend_class is None:  # half-built (unpickling): no forwarding yet
             raise AttributeError(name)
-        return getattr(self.__dict__["_backend_class"], name)
+        return getattr(backend_class, name)
 
     def __repr__(self):
         return f"<traced actor class {self._user_class.__qualname__}>"

@@ -180,9 +180,11 @@ cdef class Poller:
     cdef uint64_t** tails
     cdef bytes _heads_store
     cdef bytes _tails_store
+    cdef double adaptive_spin   # learned: how long spinning has recently paid off
 
     def __cinit__(self, Doorbell bell):
         self.bell = bell
+        self.adaptive_spin = 1.0
         self.rings = []
         self.n = 0
         self._heads_store = b""
@@ -218,8 +220,12 @@ cdef class Poller:
         cdef uint32_t* sleepers = self.bell.bg_sleepers if background else self.bell.sleepers
         cdef double start, now, spin = SPIN_SECONDS
         cdef uint32_t seen
-        cdef bint ready = False
+        cdef bint ready = False, slept = False
         cdef int k
+        # Adaptive spinning: spin only while messages have recently come within the spin window.
+        # A peer called once per round (an env actor among many) stops burning CPU it does not save.
+        if self.adaptive_spin < spin:
+            spin = self.adaptive_spin
         with nogil:
             ready = self._any_ready()
             start = monotonic_s()
@@ -244,7 +250,16 @@ cdef class Poller:
                     if timeout_s - (now - start) > 0:
                         futex_wait(word, seen, timeout_s - (now - start))
                     ready = self._any_ready()
+                    slept = True
                 sub_u32(sleepers, 1)
+            if not background:
+                now = monotonic_s()
+                if not slept or (ready and now - start <= SPIN_SECONDS):
+                    self.adaptive_spin = SPIN_SECONDS
+                elif self.adaptive_spin > 1e-6:
+                    self.adaptive_spin = self.adaptive_spin * 0.5
+                else:
+                    self.adaptive_spin = 0.0
         return ready
 
 

@@ -276,7 +276,7 @@ class Runtime:
             "to_worker": w.to_ring.path, "from_worker": w.from_ring.path, "worker_bell": w.bell.path,
             "driver_bell": self.bell.path, "env": env, "log_to_driver": self.log_to_driver,
             "namespace": self.namespace, "job_id": self.job_id, "node_id": self.node_id,
-            "display_name": display_name, "spin": self._spin_for(len(self._live_workers()) + 1),
+            "display_name": display_name, "spin": self._spin_for(self._competitors() + (kind == "actor")),
         }
         self._zygote_command(("spawn", spec))
         self._retune_spin()
@@ -285,12 +285,18 @@ class Runtime:
     def _live_workers(self):
         return [w for w in self.workers.values() if not w.dead]
 
+    def _competitors(self):
+        """Processes that may want a core at once: every actor, and the task pool as one (idle ones sleep)."""
+        live = self._live_workers()
+        actors = sum(1 for w in live if w.kind == "actor")
+        return actors + (1 if len(live) > actors else 0)
+
     def _spin_for(self, n_workers):
         return SPIN_ALONE if n_workers + 1 <= (os.cpu_count() or 1) else SPIN_CROWDED
 
     def _retune_spin(self):
         live = self._live_workers()
-        spin = self._spin_for(len(live))
+        spin = self._spin_for(self._competitors())
         if spin != getattr(self, "_spin", None):
             self._spin = spin
             channel.set_spin_seconds(spin)

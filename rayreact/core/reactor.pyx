@@ -37,10 +37,28 @@ import struct
 import time
 import traceback
 
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, int32_t, uint32_t
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 
 from .. import exceptions
-from . import channel, protocol, serialization
+from . import channel, protocol, refcount, serialization
+
+cdef extern from "channel_sync.h" nogil:
+    uint32_t load_u32(uint32_t* p)
+    void store_u32(uint32_t* p, uint32_t v)
+    uint32_t add_u32(uint32_t* p, uint32_t v)
+    void full_fence()
+    void cpu_relax()
+    int futex_wait(uint32_t* addr, uint32_t expected, double timeout_s)
+    int futex_wake_all(uint32_t* addr)
+    double monotonic_s()
+
+try:
+    import numpy as _np
+    _ndarray, _npgeneric = _np.ndarray, _np.generic
+except ImportError:  # pragma: no cover
+    _ndarray = _npgeneric = None
+_PLAIN = (int, float, bool, str, bytes, type(None))
 
 # Frame kinds.
 TOKEN = 1
@@ -168,9 +186,136 @@ def frame_for(int conn, int64_t index, Token tok, link=None):
     return _token_header_pack(TOKEN, conn, index, flags) + bytes(body)
 
 
+cpdef bint plain(value, int depth=0):
+    """True for values the stock pickler serializes exactly as cloudpickle would (no code, no refs)."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return True
+    if kind is _ndarray:
+        return not value.dtype.hasobject
+    if _npgeneric is not None and isinstance(value, _npgeneric):
+        return kind.__module__ == "numpy"
+    if depth < 2 and (kind is tuple or kind is list) and len(value) <= 64:
+        for v in value:
+            if not plain(v, depth + 1):
+                return False
+        return True
+    if depth < 2 and kind is dict and len(value) <= 64:
+        for k, v in value.items():
+            if type(k) not in _PLAIN or not plain(v, depth + 1):
+                return False
+        return True
+    return False
+
+
+def serialize(value, bint is_error=False):
+    """``serialization.serialize``, with the stock pickler for plain values (several times faster)."""
+    if not is_error and plain(value):
+        buffers = []
+        inband = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+        raws = []
+        for pb in buffers:
+            try:
+                raws.append(pb.raw())
+            except BufferError:
+                raws.append(memoryview(bytes(pb)))
+        return serialization.Serialized(inband, raws, [])
+    return serialization.serialize(value, is_error=is_error)
+
+
+cdef class Gather:
+    """A futex word counting frames written to the driver.
+
+    The driver sleeps until the count reaches a target (the tokens its get still
+    misses), so a gather of N results wakes it once, not N times; writers make
+    the wake syscall only when the target is met and the driver sleeps.
+    """
+    cdef object mm
+    cdef Py_buffer view
+    cdef bint has_view
+    cdef uint32_t* arrived
+    cdef uint32_t* target
+    cdef uint32_t* sleeping
+    cdef readonly str path
+
+    def __cinit__(self, str path, bint create=False):
+        import mmap
+        self.has_view = False
+        self.path = path
+        fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o600)
+        try:
+            if create:
+                os.ftruncate(fd, 64)
+            self.mm = mmap.mmap(fd, 64)
+        finally:
+            os.close(fd)
+        PyObject_GetBuffer(self.mm, &self.view, PyBUF_SIMPLE | PyBUF_WRITABLE)
+        self.has_view = True
+        cdef char* base = <char*>self.view.buf
+        self.arrived = <uint32_t*>base
+        self.target = <uint32_t*>(base + 4)
+        self.sleeping = <uint32_t*>(base + 8)
+
+    cdef inline void add(self) nogil:
+        cdef uint32_t now = add_u32(self.arrived, 1)
+        full_fence()
+        if load_u32(self.sleeping) and <int32_t>(now - load_u32(self.target)) >= 0:
+            futex_wake_all(self.arrived)
+
+    def bump(self):
+        """Wake the driver now (a death, an alarm): counts as one frame."""
+        self.add()
+
+    def count(self):
+        return load_u32(self.arrived)
+
+    def wait(self, uint32_t target, double timeout_s, double spin_s=0.0):
+        """Until the count reaches ``target`` (or the timeout); the GIL is released."""
+        cdef double start = monotonic_s(), now
+        cdef uint32_t cur
+        cdef bint met = False
+        cdef int k
+        with nogil:
+            while True:
+                cur = load_u32(self.arrived)
+                if <int32_t>(cur - target) >= 0:
+                    met = True
+                    break
+                now = monotonic_s()
+                if now - start >= timeout_s:
+                    break
+                if now - start < spin_s:
+                    for k in range(32):
+                        cpu_relax()
+                    continue
+                store_u32(self.target, target)
+                store_u32(self.sleeping, 1)
+                full_fence()
+                cur = load_u32(self.arrived)
+                if <int32_t>(cur - target) < 0:
+                    futex_wait(self.arrived, cur, min(timeout_s - (now - start), 0.5))
+                store_u32(self.sleeping, 0)
+        return met
+
+    def close(self):
+        if self.has_view:
+            PyBuffer_Release(&self.view)
+            self.has_view = False
+        if self.mm is not None:
+            try:
+                self.mm.close()
+            except BufferError:
+                pass
+            self.mm = None
+
+    def __dealloc__(self):
+        if self.has_view:
+            PyBuffer_Release(&self.view)
+
+
 def serialize_token(value, bint is_error, shm_prefix, int64_t index, int conn):
     """Serialize one value once: inline pack, or a segment file this process owns."""
-    ser = serialization.serialize(value, is_error=is_error)
+    ser = serialize(value, is_error)
     cdef int flags = F_ERROR if is_error else 0
     contained = tuple(ser.contained)
     if contained:
@@ -249,6 +394,7 @@ cdef class WorkerReactor:
     cdef bint exiting
     cdef bint raised_noted
     cdef object bells
+    cdef Gather gather
 
     def __init__(self, worker, program):
         self.worker = worker
@@ -280,9 +426,10 @@ cdef class WorkerReactor:
         self.out_rings = []
         for path, reader_bell in program["out_rings"]:
             ring = channel.Ring(path)
-            ring.reader_bell = self._bell(reader_bell)
+            ring.reader_bell = self._bell(reader_bell) if reader_bell else None
             self.out_rings.append(ring)
         self.to_driver = self.out_rings[0]
+        self.gather = Gather(program["gather"])
         self.poller = channel.Poller(worker._bell)
         self.poller.set_rings(self.in_rings + [worker._inbound])
         self.log = TimelineLog(program["timeline"], False)
@@ -345,15 +492,16 @@ cdef class WorkerReactor:
                     name, payload = parse_control(frame)
                     self.dead[name] = payload
         worker = self.worker
-        while True:
-            msg = worker._next_message(False)
-            if msg is None:
-                break
-            progressed = True
-            worker._handle(msg)
-            if not worker._running:
-                self.exiting = True
-                break
+        if worker._deferred or worker._inbound.readable():
+            while True:
+                msg = worker._next_message(False)
+                if msg is None:
+                    break
+                progressed = True
+                worker._handle(msg)
+                if not worker._running:
+                    self.exiting = True
+                    break
         return progressed
 
     cdef void _store(self, frame):
@@ -364,7 +512,8 @@ cdef class WorkerReactor:
             self.buf[(conn, index)] = tok
 
     cdef void _wait(self):
-        self.worker._flush_releases()
+        if refcount.released:
+            self.worker._flush_releases()
         if not self.poller.wait(1.0):
             if os.getppid() == 1:
                 os._exit(1)
@@ -389,7 +538,7 @@ cdef class WorkerReactor:
     # ------------------------------------------------------------------ one reaction
     cdef void _react(self, int64_t index, int how, payload):
         cdef int64_t position = (index - self.start) % self.period
-        cdef double t0 = time.monotonic()
+        cdef double t0 = monotonic_s()
         cdef Token tok
         cdef Token failed = None
         method, specs, outputs, name = self.reactions[position]
@@ -436,9 +585,10 @@ cdef class WorkerReactor:
         args = kwargs = None
         for conn, tok in zip(outputs, results):
             self._emit(conn, index, tok)
-        self._log(index, t0, time.monotonic())
+        self._log(index, t0, monotonic_s())
         if exiting:
             self.to_driver.write(control_frame(NOTE, ("exit", index)), 1.0)
+            self.gather.add()
             self.worker._exit_now()
 
     cdef tuple _call(self, int64_t index, method, name, list args, dict kwargs, tuple outputs):
@@ -511,6 +661,11 @@ cdef class WorkerReactor:
 
     cdef void _write(self, ring, frame):
         """Write without ever blocking on a full ring: drain our inputs while we wait for space."""
+        self._put(ring, frame)
+        if ring is self.to_driver:
+            self.gather.add()
+
+    cdef void _put(self, ring, frame):
         if ring.try_write(frame):
             return
         ring.want_space(True)
@@ -588,6 +743,7 @@ cdef class WorkerReactor:
                 pass
         self.log_count = self.log_records = None
         self.log.close()
+        self.gather.close()
 
 
 def _user_frames(tb):

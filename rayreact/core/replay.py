@@ -60,13 +60,6 @@ COOLDOWN_FIRST = 64                    # dynamic events before recording again, 
 COOLDOWN_MAX = 1 << 16
 
 _CALL, _PUT, _GET, _WAIT = range(4)
-_PLAIN_TYPES = (int, float, bool, str, bytes, type(None))
-
-try:
-    import numpy as _np
-    _ndarray, _npgeneric = _np.ndarray, _np.generic
-except ImportError:  # pragma: no cover
-    _ndarray = _npgeneric = ()
 
 
 class Refused(Exception):
@@ -363,6 +356,11 @@ class Reactor:
             self.bell = None
         return self.dyn["shutdown"]()
 
+    def knows(self, oid):
+        """Whether ``oid`` is a ref the running replay handed out (asked by the runtime on unknown ids)."""
+        run = self.run
+        return run is not None and oid in run.given.values()
+
     # ================================================================== visibility
     def replay_bell(self):
         if self.bell is None:
@@ -441,42 +439,14 @@ def _unsupported(plan):
     return None
 
 
-def _plain(value, depth=0):
-    """True for values the stock pickler serializes exactly as cloudpickle would (no code, no refs)."""
-    kind = type(value)
-    if kind in _PLAIN_TYPES:
-        return True
-    if kind is _ndarray:
-        return not value.dtype.hasobject
-    if _npgeneric and isinstance(value, _npgeneric):
-        return kind.__module__ == "numpy"
-    if depth < 2 and (kind is tuple or kind is list) and len(value) <= 64:
-        return all(_plain(v, depth + 1) for v in value)
-    if depth < 2 and kind is dict and len(value) <= 64:
-        return all(type(k) in _PLAIN_TYPES and _plain(v, depth + 1) for k, v in value.items())
-    return False
-
-
-def _serialize_literals(values):
-    """(how, payload, contained): 0 none, 1 inline pack, 2 a segment file path.  One serialization."""
+def _serialize_literals(ext, values):
+    """(how, serialized, contained): how is 0 for no literals, else 1.  One serialization."""
     if not values:
-        return 0, b"", ()
-    values = tuple(values)
-    if all(_plain(v) for v in values):
-        buffers = []
-        inband = pickle.dumps(values, protocol=5, buffer_callback=buffers.append)
-        raws = []
-        for pb in buffers:
-            try:
-                raws.append(pb.raw())
-            except BufferError:
-                raws.append(memoryview(bytes(pb)))
-        ser = serialization.Serialized(inband, raws, [])
-    else:
-        try:
-            ser = serialization.serialize(values)
-        except serialization.SerializationError as exc:
-            raise TypeError(f"Could not serialize the arguments: {exc}") from exc.__cause__
+        return 0, None, ()
+    try:
+        ser = ext.serialize(tuple(values))
+    except serialization.SerializationError as exc:
+        raise TypeError(f"Could not serialize the arguments: {exc}") from exc.__cause__
     return 1, ser, tuple(ser.contained)
 
 
@@ -589,6 +559,9 @@ class ReplayRun:
         self.bell = reactor.replay_bell()
         prefix = f"{rt._prefix}-r{number}"
         self.paths = []
+        self.ring_paths = []
+        self.gather = self.ext.Gather(f"{prefix}-gather", True)
+        self.paths.append(self.gather.path)
         readers = {c.id: list(dict.fromkeys(u.reactor for u in c.uses)) for c in conns}
         self.writer_of = {c.id: c.reactor for c in conns}
         self.const_key = {}
@@ -617,11 +590,12 @@ class ReplayRun:
                         self._ring(pair_path[key]).close()
         bell_path = self.bell.path
         spin = 50e-6 if len(self.links) + 1 <= (os.cpu_count() or 1) else 0.0
+        self.spin = spin
         programs = {}
         for name, link in self.links.items():
             r = plan.reactor(name)
             in_rings = [(link.inbox.path, bell_path)]
-            out_rings = [(link.out.path, bell_path)]
+            out_rings = [(link.out.path, None)]          # to the driver: Gather wakes it, once per gather
             for (writer, reader), path in pair_path.items():
                 if reader == name:
                     in_rings.append((path, self.links[writer].w.bell.path))
@@ -659,6 +633,7 @@ class ReplayRun:
                 "routes": routes, "writers": writers, "in_rings": in_rings, "out_rings": out_rings,
                 "const_conns": frozenset(self.const_key), "keep": keep + P, "retain": (self.R + 1) * P,
                 "shm_prefix": f"{prefix}-w{link.w.index}", "timeline": link.timeline.path, "spin": spin,
+                "gather": self.gather.path,
             }
         self.poller = channel.Poller(self.bell)
         self.poller.set_rings([link.out for link in self.links.values()])
@@ -690,6 +665,7 @@ class ReplayRun:
     def _ring(self, path):
         ring = channel.Ring(path, RING_CAPACITY, True)
         self.paths.append(path)
+        self.ring_paths.append(path)
         return ring
 
     def _compile(self, reaction, readers):
@@ -840,6 +816,7 @@ class ReplayRun:
             if link.w is w:
                 self.dead_pending.append(link)
                 self._flag(f"the worker of {link.name} died")
+                self.gather.bump()
                 self.bell.ring()
 
     def _absorb_deaths(self):
@@ -887,15 +864,14 @@ class ReplayRun:
             have = sum(1 for t in tokens if t is not None)
             if have >= need:
                 return tokens
+            seen = self.gather.count()
             if self._drain():
                 continue
-            if deadline is not None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return tokens
-                self.poller.wait(min(remaining, 0.5))
-            else:
-                self.poller.wait(0.5)
+            # Sleep until enough frames have come for this get: one wake per gather, not per token.
+            remaining = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+            if remaining <= 0:
+                return tokens
+            self.gather.wait(seen + need - have, remaining, self.spin)
 
     # ------------------------------------------------------------------ the fast paths
     def _deviate(self, what):
@@ -928,7 +904,7 @@ class ReplayRun:
                 return self._deviate(f"{method} with another ref")
         if q == 0 and idx != self.first and not self._new_period(idx):
             return DEOPT
-        how, ser, contained = _serialize_literals(literals)
+        how, ser, contained = _serialize_literals(self.ext, literals)
         if contained:
             return self._deviate(f"{method} with refs nested in an argument")
         ext = self.ext
@@ -1122,8 +1098,9 @@ class ReplayRun:
                 self._absorb_deaths()
             if all(link.stopped or link.dead for link in self.links.values()):
                 break
+            seen = self.gather.count()
             if not self._drain():
-                self.poller.wait(0.2)
+                self.gather.wait(seen + 1, 0.2)
         self._drain()
         pairs = []
         rt = self.rt
@@ -1176,9 +1153,7 @@ class ReplayRun:
         self.cache.clear()
         ext = self.ext
         # Frames nobody read (tokens sent to a reader that had stopped) may name segment links.
-        for path in self.paths:
-            if "-tl" in os.path.basename(path):
-                continue
+        for path in self.ring_paths:
             try:
                 ring = channel.Ring(path)
             except OSError:
@@ -1201,6 +1176,7 @@ class ReplayRun:
             for ring in (link.inbox, link.out):
                 if ring is not None:
                     ring.close()
+        self.gather.close()
         for path in self.paths:
             try:
                 os.unlink(path)

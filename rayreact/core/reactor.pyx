@@ -133,21 +133,50 @@ cdef class Token:
         return bool(self.flags & F_ERROR)
 
     def value(self):
-        return serialization.loads_pack(self.data)
+        return serialization.loads_pack(self.view())
+
+    def view(self):
+        """The pack; a segment this process wrote is mapped only when something here reads it."""
+        if self.data is None and self.path is not None:
+            self.data = serialization.map_segment(self.path)
+        return self.data
 
     def descriptor(self):
         """This token as a dynamic-runtime object descriptor (the path, if any, changes owner)."""
         if self.path is not None:
             return (serialization.SEGMENT, self.path, list(self.contained), bool(self.flags & F_ERROR))
-        return (serialization.INLINE, bytes(self.data), list(self.contained), bool(self.flags & F_ERROR))
+        return (serialization.INLINE, bytes(self.view()), list(self.contained), bool(self.flags & F_ERROR))
 
     def discard(self):
+        """Give up this token's file name (the mapping, if still referenced, lives on)."""
         if self.path is not None:
-            try:
-                os.unlink(self.path)
-            except OSError:
-                pass
+            free_segment(self.path)
             self.path = None
+
+    def free(self):
+        """The owner is done with this token: drop the mapping, then the file (it may go to the pool)."""
+        self.data = None
+        self.keepalive = None
+        self.discard()
+
+
+def free_segment(path):
+    """Unlink ``path``, or recycle it through the session's segment pool when it is the file's last name.
+
+    The pool recycles a file only if no process maps it (an exclusive flock); a file
+    still reachable under another name (a reader's unread link) is never recycled."""
+    try:
+        links = os.stat(path).st_nlink
+    except OSError:
+        return
+    if links == 1:
+        serialization.segment_pool.release(path)
+    else:
+        serialization.segment_pool._drop_mapping(path)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def make_token(int flags, payload, bint keep_link=False):
@@ -178,7 +207,7 @@ def frame_for(int conn, int64_t index, Token tok, link=None):
         body = link.encode()
         flags |= F_SEGMENT
     else:
-        body = tok.data
+        body = tok.view()
     if flags & F_REFS:
         body = pickle.dumps((bytes(body) if link is None else link, list(tok.contained)), protocol=5)
         if link is not None:
@@ -324,7 +353,7 @@ def serialize_token(value, bint is_error, shm_prefix, int64_t index, int conn):
         return Token(flags, ser.pack(), None, contained, value if contained else None)
     path = f"{shm_prefix}-rt{index}c{conn}-{os.urandom(6).hex()}"
     ser.write_segment(path)
-    return Token(flags, serialization.map_segment(path), path, contained, value if contained else None)
+    return Token(flags, None, path, contained, value if contained else None)
 
 
 class TimelineLog:
@@ -343,6 +372,13 @@ class TimelineLog:
         self.path = path
         self.count = memoryview(self.mm)[:8].cast("Q")
         self.records = memoryview(self.mm)[_TL_HEADER:].cast("d")
+
+    def last_index(self):
+        """The index of the last reaction this worker finished (-1: none yet)."""
+        n = self.count[0]
+        if n == 0:
+            return -1
+        return int(self.records[((n - 1) % TIMELINE_RECORDS) * 3])
 
     def read(self):
         n = self.count[0]
@@ -438,6 +474,8 @@ cdef class WorkerReactor:
         self.logged = self.log_count[0]
         if program.get("spin") is not None:
             channel.set_spin_seconds(program["spin"])
+        if not serialization.segment_pool.limit:
+            serialization.segment_pool.limit = program.get("pool_limit", 0)
 
     def _bell(self, path):
         bell = self.bells.get(path)
@@ -544,15 +582,12 @@ cdef class WorkerReactor:
         method, specs, outputs, name = self.reactions[position]
         if position == self.first_position:
             self._age(index)
+        args_path = None
         if how == 1:
             literals = serialization.loads_pack(payload)
         elif how == 2:
-            path = bytes(payload).decode()
-            literals = serialization.loads_pack(serialization.map_segment(path))
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+            args_path = bytes(payload).decode()
+            literals = serialization.loads_pack(serialization.map_segment(args_path))
         else:
             literals = ()
         args = []
@@ -579,10 +614,10 @@ cdef class WorkerReactor:
         exiting = False
         if failed is not None:
             # A failed dependency: every output is that same error, as in dynamic mode.
-            results = [Token(failed.flags & F_ERROR, failed.data) for _ in outputs]
+            results = [Token(failed.flags & F_ERROR, failed.view()) for _ in outputs]
         else:
             results, exiting = self._call(index, method, name, args, kwargs, outputs)
-        args = kwargs = None
+        args = kwargs = None                # the driver frees an argument file once this reaction is logged
         for conn, tok in zip(outputs, results):
             self._emit(conn, index, tok)
         self._log(index, t0, monotonic_s())
@@ -657,7 +692,11 @@ cdef class WorkerReactor:
                 self._write(self.out_rings[target], frame)
         if tok.flags & F_REFS:
             self._write(self.to_driver, control_frame(NOTE, ("refs", index)))
-        self.retained[(conn, index)] = tok
+        if 0 not in targets or tok.flags & F_REFS:
+            # The driver keeps what it receives; only values it never sees wait here for a deopt.
+            self.retained[(conn, index)] = tok
+        elif tok.path is not None:
+            tok.discard()       # the readers hold their own links
 
     cdef void _write(self, ring, frame):
         """Write without ever blocking on a full ring: drain our inputs while we wait for space."""

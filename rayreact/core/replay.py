@@ -58,6 +58,8 @@ MAX_TRACE = 16384                      # a recorder that found nothing this long
 RING_CAPACITY = 1 << 20
 COOLDOWN_FIRST = 64                    # dynamic events before recording again, doubled after each deopt
 COOLDOWN_MAX = 1 << 16
+DEFER_WAKES = os.environ.get("RAYREACT_DEFER_WAKES", "1") == "1"
+WAKE_DELAY = 100e-6                    # a burst of calls defers its wakes at most this long
 
 _CALL, _PUT, _GET, _WAIT = range(4)
 
@@ -453,7 +455,8 @@ def _serialize_literals(ext, values):
 class _Link:
     """The driver's view of one replaying worker."""
 
-    __slots__ = ("name", "w", "actor", "inbox", "out", "pairs_out", "timeline", "stopped", "dead", "pid")
+    __slots__ = ("name", "w", "actor", "inbox", "out", "pairs_out", "timeline", "stopped", "dead", "pid", "bell",
+                 "arg_files")
 
     def __init__(self, name, w, actor):
         self.name = name
@@ -465,11 +468,12 @@ class _Link:
         self.stopped = False
         self.dead = False
         self.pid = w.pid
+        self.arg_files = collections.deque()   # (index, path): argument segments of invocations not yet run
 
 
 class _Op:
     __slots__ = ("kind", "position", "actor", "method", "nret", "nargs", "kwnames", "specs", "link", "outputs",
-                 "reads", "timeout", "num_returns", "label", "readers", "conn")
+                 "reads", "timeout", "num_returns", "label", "readers", "conn", "wake_after")
 
 
 class ReplayRun:
@@ -498,7 +502,10 @@ class ReplayRun:
         self.windows = collections.deque()   # (period start, [(index, ret, connection)]) for aging
         self.driver_log = collections.deque(maxlen=20000)
         self.dead_pending = []
+        self.seed_views = []
         self.notes = []
+        self.unwoken = []
+        self.unwoken_since = 0.0
         max_lag = max((u.lag for c in plan.connections for u in c.uses), default=0)
         self.R = max(2, max_lag + 2)
 
@@ -573,7 +580,8 @@ class ReplayRun:
         for name, link in self.links.items():
             w = link.w
             link.inbox = self._ring(f"{prefix}-in{w.index}")
-            link.inbox.reader_bell = w.bell
+            link.bell = w.bell
+            link.inbox.reader_bell = None if DEFER_WAKES else w.bell
             link.out = self._ring(f"{prefix}-out{w.index}")
             link.out.writer_bell = w.bell
             link.timeline = self.ext.TimelineLog(f"{prefix}-tl{w.index}", True)
@@ -633,13 +641,16 @@ class ReplayRun:
                 "routes": routes, "writers": writers, "in_rings": in_rings, "out_rings": out_rings,
                 "const_conns": frozenset(self.const_key), "keep": keep + P, "retain": (self.R + 1) * P,
                 "shm_prefix": f"{prefix}-w{link.w.index}", "timeline": link.timeline.path, "spin": spin,
-                "gather": self.gather.path,
+                "gather": self.gather.path, "pool_limit": serialization.segment_pool.limit,
             }
         self.poller = channel.Poller(self.bell)
         self.poller.set_rings([link.out for link in self.links.values()])
 
         # ---- per-position driver ops (the guard, compiled)
         self.ops = [self._compile(plan.reactions[q], readers) for q in range(P)]
+        for q, op in enumerate(self.ops):
+            # Wakes wait for the end of a burst of calls: the driver is not preempted by each worker it wakes.
+            op.wake_after = self.ops[(q + 1) % P].kind != _CALL
 
         # ---- go: start the reactors (after every dynamic message already sent to them), then seed
         with rt._lock:
@@ -731,11 +742,16 @@ class ReplayRun:
             return ext.Token(flags, self.rt._segments.view(desc[1]))
         return ext.Token(flags, desc[1])
 
-    def _send_desc(self, link, conn, producer, desc):
-        """A TOKEN frame to a worker from a dynamic object descriptor (a segment gets the reader's own link)."""
+    def _send_desc(self, link, conn, producer, desc, owned=False):
+        """A TOKEN frame to a worker from a dynamic object descriptor (a segment gets the reader's own link).
+
+        A file the dynamic table owns stays mapped here for the run, so the segment
+        pool cannot recycle it before the reader has mapped its link."""
         ext = self.ext
         flags = ext.F_ERROR if desc[3] else 0
         if desc[0] == serialization.SEGMENT:
+            if not owned:
+                self.seed_views.append(self.rt._segments.view(desc[1]))
             path = f"{desc[1]}.s{self.number}.{link.w.index}.{os.urandom(3).hex()}"
             os.link(desc[1], path)
             frame = ext.token_frame(conn, producer, flags | ext.F_SEGMENT, path)
@@ -748,7 +764,12 @@ class ReplayRun:
         """Write to a worker's inbox; while it is full, keep reading our own rings (no cycle can block)."""
         ring = link.inbox
         if ring.try_write(frame):
+            if DEFER_WAKES:
+                if not self.unwoken:
+                    self.unwoken_since = time.perf_counter()
+                self.unwoken.append(link.bell)
             return True
+        self._wake()
         ring.want_space(True)
         try:
             while not ring.try_write(frame):
@@ -758,7 +779,15 @@ class ReplayRun:
                     self.poller.wait(0.05)
         finally:
             ring.want_space(False)
+        if DEFER_WAKES:
+            link.bell.ring()
         return True
+
+    def _wake(self):
+        """Ring the doorbells of workers given invocations since the last wake (one burst, then the wakes)."""
+        unwoken = self.unwoken
+        while unwoken:
+            unwoken.pop().ring()
 
     def _drain(self):
         """Read every frame on the workers' rings to the driver into the cache."""
@@ -792,11 +821,11 @@ class ReplayRun:
 
     def _store(self, conn, index, tok):
         if self.windows and index < self.windows[0][0] and conn not in self.const_key:
-            tok.discard()                  # nobody can name it any more
+            tok.free()                     # nobody can name it any more
             return
         old = self.cache.get((conn, index))
         if old is not None:
-            old.discard()
+            old.free()
         self.cache[(conn, index)] = tok
 
     def _flag(self, reason):
@@ -834,6 +863,7 @@ class ReplayRun:
             for other in self.links.values():
                 if not other.dead:
                     self._write(other, self.ext.control_frame(self.ext.DEAD, (link.name, payload)))
+        self._wake()
 
     @property
     def _death_payloads(self):
@@ -863,7 +893,9 @@ class ReplayRun:
             tokens = [self._token(k, k[0]) for k in keys]
             have = sum(1 for t in tokens if t is not None)
             if have >= need:
+                self._reap_arg_files()
                 return tokens
+            self._wake()
             seen = self.gather.count()
             if self._drain():
                 continue
@@ -916,8 +948,11 @@ class ReplayRun:
             path = f"{self.rt._prefix}-ra{ids.new_id().hex()}"
             ser.write_segment(path)
             frame = ext.INVOKE_HEADER.pack(ext.INVOKE, idx, 2) + path.encode()
+            op.link.arg_files.append((idx, path))
         self.idx = idx + 1
         self._write(op.link, frame)
+        if op.wake_after or (self.unwoken and time.perf_counter() - self.unwoken_since > WAKE_DELAY):
+            self._wake()
         window = self.windows[-1][1]
         if nret == 1:
             oid = ids.new_id()
@@ -959,7 +994,7 @@ class ReplayRun:
             ser.write_segment(path)
             tok = ext.Token(0, serialization.map_segment(path), path)
             for link in op.readers:
-                self._send_desc(link, op.conn, idx, (serialization.SEGMENT, path, [], False))
+                self._send_desc(link, op.conn, idx, (serialization.SEGMENT, path, [], False), True)
         self.idx = idx + 1
         self.cache[(op.conn, idx)] = tok
         oid = ids.new_id()
@@ -1028,35 +1063,64 @@ class ReplayRun:
 
     # ------------------------------------------------------------------ aging: the plan's buffering
     def _new_period(self, idx):
-        """A period begins at ``idx``: values made R periods ago leave the buffers (or deopt if still held)."""
+        """A period begins at ``idx``: forget values the script can no longer name; values made R periods
+        ago and still held move to the dynamic object table (or, if only a worker has them, deopt)."""
         self.periods += 1
+        self._wake()
+        self._reap_arg_files()
         windows = self.windows
         horizon = idx - self.R * self.P
         counts = refcount.counts
-        while windows and windows[0][0] < horizon and len(windows) > 1:
-            _, keys = windows[0]
-            promote = []
-            objects = self.rt.objects
+        objects = self.rt.objects
+        given, cache = self.given, self.cache
+        for start, keys in windows:
+            if start >= horizon:
+                break
             for index, ret, conn in keys:
-                oid = self.given.get((index, ret))
-                if oid is not None and counts.get(oid) and oid not in objects:
-                    tok = self.cache.get((conn, index))
-                    if tok is None:
-                        self.reactor.deopt(f"a ref to the result of {self._label_at(index)} (iteration "
-                                           f"{self._iteration(index)}) was kept past the plan's buffering "
-                                           f"({self.R} periods)")
-                        return False
-                    promote.append((oid, tok))
-            windows.popleft()
-            for index, ret, conn in keys:
-                self.given.pop((index, ret), None)
-                tok = self.cache.pop((conn, index), None)
-                if tok is not None and not any(t is tok for _, t in promote):
-                    tok.discard()
-            if promote:
-                self._adopt(promote)
-        windows.append((idx, []))
+                oid = given.get((index, ret))
+                if oid is not None and counts.get(oid) and oid not in objects and (conn, index) not in cache:
+                    self.reactor.deopt(f"a ref to the result of {self._label_at(index)} (iteration "
+                                       f"{self._iteration(index)}) was kept past the plan's buffering "
+                                       f"({self.R} periods)")
+                    return False
+        kept = collections.deque()
+        promote = []
+        for start, keys in windows:
+            old = start < horizon
+            left = []
+            for key in keys:
+                index, ret, conn = key
+                oid = given.get((index, ret))
+                alive = oid is not None and counts.get(oid)
+                if alive and not old:
+                    left.append(key)
+                    continue
+                if alive and oid not in objects:
+                    promote.append((oid, cache.pop((conn, index))))
+                    given.pop((index, ret), None)
+                    continue
+                # Nobody can name it any more (a dead ref is never passed again): free it now.
+                given.pop((index, ret), None)
+                tok = cache.pop((conn, index), None)
+                if tok is not None:
+                    tok.free()
+            if left:
+                kept.append((start, left))
+        kept.append((idx, []))
+        self.windows = kept
+        if promote:
+            self._adopt(promote)
         return True
+
+    def _reap_arg_files(self):
+        """Free argument files of reactions that have run (the driver wrote them: it recycles them hot)."""
+        free = self.ext.free_segment
+        for link in self.links.values():
+            files = link.arg_files
+            if files and link.timeline is not None:
+                done = link.timeline.last_index()
+                while files and files[0][0] <= done:
+                    free(files.popleft()[1])
 
     def _adopt(self, pairs):
         """Move values the script still holds into the dynamic object table."""
@@ -1093,6 +1157,7 @@ class ReplayRun:
         for name, link in self.links.items():
             if not link.dead:
                 self._write(link, ext.control_frame(ext.STOP, wanted.get(name, [])))
+        self._wake()
         while True:
             if self.dead_pending:
                 self._absorb_deaths()
@@ -1147,10 +1212,15 @@ class ReplayRun:
 
     def _cleanup(self):
         self.ended = time.monotonic()
+        self._reap_arg_files()
         self._collect_timeline()
+        for link in self.links.values():
+            while link.arg_files:            # a dead worker's never-run invocations
+                self.ext.free_segment(link.arg_files.popleft()[1])
         for tok in self.cache.values():
-            tok.discard()
+            tok.free()
         self.cache.clear()
+        self.seed_views = []
         ext = self.ext
         # Frames nobody read (tokens sent to a reader that had stopped) may name segment links.
         for path in self.ring_paths:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import inspect
+import sys
 import logging
 import os
 import threading
@@ -62,6 +63,11 @@ def _runtime():
     return rt
 
 
+def _in_ray_worker():
+    from .compat import delegate
+    return delegate.in_ray_worker()
+
+
 def _is_real_ray_connected():
     return _delegate is not None and _delegate.connected()
 
@@ -98,7 +104,8 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, object_s
             address = os.environ.get("RAY_ADDRESS") or None
         if address in ("local",):
             address = None
-        if address is not None:
+        in_ray_worker = "ray" in sys.modules and _in_ray_worker()
+        if address is not None or in_ray_worker:
             from .compat import delegate
             _delegate = delegate
             context.current = delegate.connect(address, num_cpus=num_cpus, num_gpus=num_gpus, resources=resources,
@@ -199,11 +206,15 @@ def _check_connected():
 
 
 def put(value, *, _owner=None, _tensor_transport=None):
+    if _delegate is not None:
+        return _delegate.put(value)
     return _runtime().put(value)
 
 
 def get(object_refs, *, timeout=None, _use_object_store=False):
     """Values of ``object_refs`` (one ref or a list), waiting up to ``timeout`` seconds."""
+    if _delegate is not None:
+        return _delegate.get(object_refs, timeout=timeout)
     rt = _runtime()
     if isinstance(object_refs, ObjectRef):
         return rt.get_values([object_refs._id], _timeout(timeout))[0]
@@ -229,6 +240,8 @@ def _timeout(timeout):
 
 def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
     """Split refs into (ready, not ready) once ``num_returns`` are ready or ``timeout`` passes."""
+    if _delegate is not None:
+        return _delegate.wait(ray_waitables, num_returns=num_returns, timeout=timeout, fetch_local=fetch_local)
     if isinstance(ray_waitables, ObjectRef):
         raise TypeError("wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got a single "
                         "ray.ObjectRef")
@@ -291,12 +304,16 @@ def _make_remote(target, opts):
 
 
 def kill(actor, *, no_restart=True):
+    if _delegate is not None:
+        return _delegate.kill(actor, no_restart=no_restart)
     if not isinstance(actor, ActorHandle):
         raise ValueError(f"ray.kill() only supported for actors. For tasks, try ray.cancel(). Got: {type(actor)}.")
     _runtime().kill_actor(actor._actor_id, no_restart)
 
 
 def cancel(ray_waitable, *, force=False, recursive=True):
+    if _delegate is not None:
+        return _delegate.cancel(ray_waitable, force=force, recursive=recursive)
     if not isinstance(ray_waitable, ObjectRef):
         raise TypeError(f"ray.cancel() only supported for object refs. For actors, try ray.kill(). "
                         f"Got: {type(ray_waitable)}.")
@@ -304,6 +321,8 @@ def cancel(ray_waitable, *, force=False, recursive=True):
 
 
 def get_actor(name, namespace=None):
+    if _delegate is not None:
+        return _delegate.get_actor(name, namespace)
     if not name:
         raise ValueError("Please supply a non-empty value to get_actor")
     if namespace is not None and not isinstance(namespace, str):
@@ -317,6 +336,8 @@ def get_actor(name, namespace=None):
 
 
 def get_gpu_ids():
+    if _delegate is not None:
+        return _delegate.get_gpu_ids()
     rt = _runtime()
     if getattr(rt, "is_driver", False):
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -325,14 +346,20 @@ def get_gpu_ids():
 
 
 def available_resources():
+    if _delegate is not None:
+        return _delegate.available_resources()
     return _runtime().resources("available")
 
 
 def cluster_resources():
+    if _delegate is not None:
+        return _delegate.cluster_resources()
     return _runtime().resources("total")
 
 
 def nodes():
+    if _delegate is not None:
+        return _delegate.nodes()
     rt = _runtime()
     total = rt.resources("total")
     from .util import get_node_ip_address
@@ -348,6 +375,8 @@ def nodes():
 
 def timeline(filename=None):
     """Chrome-trace events of executed calls (Perfetto / chrome://tracing)."""
+    if _delegate is not None:
+        return _delegate.timeline(filename)
     rt = _runtime()
     events = rt.timeline_events() if hasattr(rt, "timeline_events") else []
     if filename is not None:
@@ -359,6 +388,8 @@ def timeline(filename=None):
 
 
 def get_runtime_context():
+    if _delegate is not None:
+        return _delegate.get_runtime_context()
     from .runtime_context import RuntimeContext
     return RuntimeContext(_runtime())
 

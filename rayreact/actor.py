@@ -95,6 +95,17 @@ class ActorClass:
         self.__module__ = cls.__module__
         self.__doc__ = cls.__doc__
 
+    def __getattr__(self, name):
+        # Class and static attributes of the user's class, e.g. ``A.X`` inside a method (Ray's actor class
+        # subclasses the user's class).
+        if name.startswith("__") or "_cls" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["_cls"], name)
+
+    def __mro_entries__(self, bases):
+        raise TypeError("Inheriting from actor classes is not currently supported. You can instead inherit from "
+                        "a non-actor base class and make the derived class an actor class (with @ray.remote).")
+
     def __call__(self, *args, **kwargs):
         raise TypeError("Actors cannot be instantiated directly. Instead of "
                         f"'{self._cls.__name__}()', use '{self._cls.__name__}.remote()'.")

@@ -242,6 +242,9 @@ class Runtime:
             "preload": [m for m in ("torch", "gymnasium") if m in sys.modules],
         }
         env = dict(os.environ)
+        # As Ray does: one BLAS/OpenMP thread per worker unless the user says otherwise, so actors doing matmuls
+        # do not each start a thread per core.  Set before the zygote imports numpy (threads are sized at load).
+        env.setdefault("OMP_NUM_THREADS", "1")
         env.update(self.env)
         self.zygote = subprocess.Popen(
             [sys.executable, "-m", "rayreact.core.zygote", pickle.dumps(config).hex()],
@@ -1014,6 +1017,10 @@ class Runtime:
         from ..actor import ActorHandle
         name = options.get("name")
         namespace = options.get("namespace") or self.namespace
+        if self.tracing:
+            # One key per .remote() on an actor class, get_if_exists hits included (as the Ray-side tracer does).
+            from .tracing import creating_actor_key
+            options = {**options, "_trace_key": creating_actor_key(actor_class._cls.__name__)}
         with self._lock:
             if name:
                 existing = self.named_actors.get((namespace, name))
@@ -1032,9 +1039,6 @@ class Runtime:
         args_desc, direct = submission.pack_args(args, kwargs, self.shm_dir, self.session)
         code_id = submission.code_id_of(actor_class)
         actor_id = ids.actor_id()
-        if self.tracing:
-            from .tracing import creating_actor_key
-            options = {**options, "_trace_key": creating_actor_key(actor_class._cls.__name__)}
         with self._lock:
             if code_id not in self.code:
                 self.code[code_id] = serialization.dumps_code(actor_class._cls)
@@ -1113,7 +1117,7 @@ class Runtime:
         self._ensure_defined(w, actor.code_id)
         arg_descs = [self._ship(w, oid, self.objects[oid]) for oid in spec.direct]
         self._send(w, (protocol.CREATE, actor.actor_id, actor.code_id, actor.class_name, spec.args_desc, arg_descs,
-                       actor.max_concurrency, actor.is_async, dict(res), (actor.class_name, actor.methods),
+                       actor.max_concurrency, actor.is_async, dict(res), (actor.class_name, actor.methods, actor.name),
                        actor.trace_key, self._pg_info(spec)))
 
     @property

@@ -125,6 +125,8 @@ def create_actor_from_worker(worker, actor_class, args, kwargs, options):
     options = captured_options(worker, options)
     from ..actor import ActorHandle
     name = options.get("name")
+    if worker._tracer is not None:
+        options = {**options, "_trace_key": worker._tracer.actor_key_for(actor_class._cls.__name__)}
     if name and options.get("get_if_exists"):
         found = worker.get_actor_info(name, options.get("namespace"))
         if found is not None:
@@ -133,8 +135,6 @@ def create_actor_from_worker(worker, actor_class, args, kwargs, options):
     code_id = code_id_of(actor_class)
     code = serialization.dumps_code(actor_class._cls)
     actor_id = ids.actor_id()
-    if worker._tracer is not None:
-        options = {**options, "_trace_key": worker._tracer.actor_key_for(actor_class._cls.__name__)}
     error = worker._request(protocol.V_CREATE_ACTOR, (actor_id, code_id, code, actor_class._cls.__name__,
                                                       actor_class._methods, actor_class._is_async, args_desc,
                                                       direct, dict(options)))

@@ -40,6 +40,15 @@ class Tracer:
             scope.set_result(value)
             return value
 
+    def record(self, kind, method, args, kwargs, value, module):
+        """Record a call that already ran (async methods run on the actor's loop, outside ``run``)."""
+        if not self._trace.is_user_code(module):
+            return
+        seq = self._seq
+        self._seq += 1
+        with self._trace.executing(self._writer, kind, self.actor_key, method, seq, args, kwargs) as scope:
+            scope.set_result(value)
+
     def actor_key_for(self, class_name):
         return self._trace.actor_key(class_name)
 

@@ -385,6 +385,7 @@ class Worker:
         self.current_pg = pg_info
         self.is_actor = True
         self.actor_id = actor_id
+        self.actor_name = handle_info[2] if handle_info and len(handle_info) > 2 else None
         self.display_name = class_name
         self.assigned_resources = resources
         self.actor_handle_info = handle_info
@@ -483,8 +484,8 @@ class Worker:
             elif inspect.isasyncgen(value):
                 value = [item async for item in value]
             if self._tracer is not None and not method_name.startswith("__ray"):
-                self._tracer.run("actor_call", lambda: value, method_name, args, kwargs,
-                                 type(self.actor_instance).__module__)
+                self._tracer.record("actor_call", method_name, args, kwargs, value,
+                                    type(self.actor_instance).__module__)
             results = self._results(return_ids, value, num_returns, name)
             ok = True
         except SystemExit:
@@ -507,6 +508,12 @@ class Worker:
 
     def _exit_now(self):
         self.send((protocol.EXITING, "exit_actor"))
+        # A graceful exit (exit_actor / __ray_terminate__) runs the actor's atexit handlers, as in Ray.
+        try:
+            import atexit
+            atexit._run_exitfuncs()
+        except Exception:
+            pass
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
@@ -640,7 +647,7 @@ class Worker:
 
     def current_actor_handle(self):
         from ..actor import ActorHandle
-        class_name, methods = self.actor_handle_info
+        class_name, methods = self.actor_handle_info[:2]
         return ActorHandle(self.actor_id, class_name, methods)
 
     def get_gpu_ids(self):

@@ -572,13 +572,23 @@ class Runtime:
         """Descriptor for worker ``w``; counts the refs nested in it as borrowed by ``w``."""
         desc = e.desc
         if desc[2]:
-            for c in desc[2]:
-                ce = self.objects.get(c)
-                if ce is not None:
-                    if ce.borrowers is None:
-                        ce.borrowers = {}
-                    ce.borrowers[w.index] = ce.borrowers.get(w.index, 0) + 1
+            self._lend(w, desc[2])
         return desc
+
+    def _lend(self, w, contained):
+        """``w`` is about to unpickle these refs (it reports each one back when it drops it)."""
+        for c in contained:
+            ce = self.objects.get(c)
+            if ce is not None:
+                if ce.borrowers is None:
+                    ce.borrowers = {}
+                ce.borrowers[w.index] = ce.borrowers.get(w.index, 0) + 1
+
+    def _ship_args(self, w, spec):
+        """Direct arguments' descriptors; refs nested in any argument become borrowed by ``w``."""
+        if spec.args_desc[2]:
+            self._lend(w, spec.args_desc[2])
+        return [self._ship(w, oid, self.objects[oid]) for oid in spec.direct]
 
     def value_of(self, oid, e):
         desc = e.desc
@@ -927,7 +937,7 @@ class Runtime:
         spec.worker = w
         w.task = spec
         self._ensure_defined(w, spec.code_id)
-        arg_descs = [self._ship(w, oid, self.objects[oid]) for oid in spec.direct]
+        arg_descs = self._ship_args(w, spec)
         env = spec.env
         if spec.gpu_ids or "GPU" in spec.resources:
             env = dict(env or {})
@@ -1115,7 +1125,7 @@ class Runtime:
         w.actor = actor
         actor.worker = w
         self._ensure_defined(w, actor.code_id)
-        arg_descs = [self._ship(w, oid, self.objects[oid]) for oid in spec.direct]
+        arg_descs = self._ship_args(w, spec)
         self._send(w, (protocol.CREATE, actor.actor_id, actor.code_id, actor.class_name, spec.args_desc, arg_descs,
                        actor.max_concurrency, actor.is_async, dict(res), (actor.class_name, actor.methods, actor.name),
                        actor.trace_key, self._pg_info(spec)))
@@ -1212,7 +1222,7 @@ class Runtime:
                     continue
                 actor.in_flight[spec.task_id] = spec
                 spec.worker = w
-                arg_descs = [self._ship(w, oid, self.objects[oid]) for oid in spec.direct]
+                arg_descs = self._ship_args(w, spec)
                 self._send(w, (protocol.CALL, spec.task_id, spec.method, spec.args_desc, arg_descs,
                                spec.return_ids, spec.num_returns))
             if q and not q[0].unresolved and False:

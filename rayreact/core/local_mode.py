@@ -15,7 +15,7 @@ import traceback
 
 from .. import exceptions
 from ..object_ref import ObjectRef
-from . import ids, serialization, submission
+from . import context, ids, serialization, submission
 
 
 class _Actor:
@@ -34,7 +34,7 @@ class _Actor:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
 
-class LocalRuntime:
+class LocalRuntime(context.RuntimeHooks):
     is_driver = True
     local_mode = True
     is_actor = False
@@ -265,18 +265,6 @@ class LocalRuntime:
             from ..util._pg_accounting import ResourceLedger
             self._ledger = ResourceLedger(self)
         return self._ledger.handle(verb, payload)
-
-    def on_ref_unpickled(self, object_id):
-        pass
-
-    def on_handle_created(self, actor_id):
-        pass
-
-    def on_handle_dropped(self, actor_id):
-        pass
-
-    def on_handle_pickled(self, actor_id):
-        pass
 
     def get_gpu_ids(self):
         return []

@@ -144,7 +144,7 @@ def _shm_dir(object_store_memory):
     return d, message
 
 
-class Runtime:
+class Runtime(context.RuntimeHooks):
     """Everything ``init`` starts.  One per driver process."""
 
     is_driver = True
@@ -1718,9 +1718,6 @@ class Runtime:
             return self._placement_request(verb, payload)
 
     # ================================================================== handles, refs
-    def on_ref_unpickled(self, object_id):
-        pass
-
     # Actor handles in the driver are counted like refs: when the last one goes (and no copy ever left the
     # driver, and the actor has no name), the actor finishes its queued calls and exits, as in Ray.
     # __del__ may run inside our own critical sections, so drops are queued and handled at safe points.

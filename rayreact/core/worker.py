@@ -118,7 +118,7 @@ def run_forked(spec):
             pass
 
 
-class Worker:
+class Worker(context.RuntimeHooks):
     """This process's runtime: ``context.current`` inside a worker."""
 
     is_driver = False
@@ -632,18 +632,6 @@ class Worker:
 
     def placement_group_call(self, verb, payload):
         return self._request(protocol.V_PG, (verb, payload))
-
-    def on_ref_unpickled(self, object_id):
-        pass
-
-    def on_handle_created(self, actor_id):
-        pass
-
-    def on_handle_dropped(self, actor_id):
-        pass
-
-    def on_handle_pickled(self, actor_id):
-        pass
 
     def current_actor_handle(self):
         from ..actor import ActorHandle

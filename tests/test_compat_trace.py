@@ -283,3 +283,23 @@ def test_trace_file_lines_are_json(tmp_path):
     trace.record_wait(w, True)
     line = (tmp_path / "t.jsonl").read_text().splitlines()[0]
     assert json.loads(line)["kind"] == "wait"
+
+
+def test_call_counts_that_follow_timing_after_wait_are_a_warning_not_a_divergence():
+    # An async parameter server: how often each worker is called depends on timing (wait()).
+    wait = {"kind": "wait", "partial": True, "pid": 0, "t": 2}
+    ray1 = actor("W#0", [("grad", "1", "a"), ("grad", "2", "b"), ("grad", "3", "c")]) + \
+        actor("W#1", [("grad", "1", "a")], pid=2) + [wait]
+    ray2 = actor("W#0", [("grad", "1", "a"), ("grad", "2", "b"), ("grad", "3", "c")]) + \
+        actor("W#1", [("grad", "1", "a"), ("grad", "9", "z")], pid=2) + [wait]
+    cand = actor("W#0", [("grad", "1", "a"), ("grad", "2", "b")]) + actor("W#1", [("grad", "1", "a")], pid=2)
+    result = diff.compare_runs([diff.summarize(ray1), diff.summarize(ray2)], diff.summarize(cand),
+                               ["loss 0.41\n", "loss 0.41\n"], "loss 0.40\n")
+    assert not result.diverged
+    assert result.counts()["warning"] == 1 and result.stdout_status == "warning"
+    # Without wait() the same differences are divergences.
+    no_wait = [e for e in ray1 if e["kind"] != "wait"]
+    assert diff.compare_runs([diff.summarize(no_wait)], diff.summarize(cand)).diverged
+    # A method Ray never ran is a divergence even then.
+    other = cand + [ev("actor_call", "W#1", "explode", 5, t=9, pid=2)]
+    assert diff.compare_runs([diff.summarize(ray1), diff.summarize(ray2)], diff.summarize(other)).diverged

@@ -93,7 +93,14 @@ def explain(path=None, *, dot=None, png=None, quiet=False, file=None):
     """
     rt = context.current
     reactor = getattr(rt, "_reactor", None)
-    if reactor is None:
+    if reactor is None and rt is None:
+        from . import replay
+        last = replay.LAST_SNAPSHOT
+    else:
+        last = None
+    if last is not None:
+        snap = dict(last, state=f"{last['state']} (session ended)")
+    elif reactor is None:
         why = "rayreact is not initialized" if rt is None else \
             ("init(_reactor=False) or RAYREACT_REACTOR=0" if getattr(rt, "is_driver", False) else
              "not available in this runtime")

@@ -41,7 +41,7 @@ from libc.stdint cimport int64_t, int32_t, uint32_t
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 
 from .. import exceptions
-from . import channel, protocol, refcount, serialization
+from . import channel, ids, protocol, refcount, serialization
 
 cdef extern from "channel_sync.h" nogil:
     uint32_t load_u32(uint32_t* p)
@@ -59,6 +59,7 @@ try:
 except ImportError:  # pragma: no cover
     _ndarray = _npgeneric = None
 _PLAIN = (int, float, bool, str, bytes, type(None))
+_task_id = ids.task_id
 
 # Frame kinds.
 TOKEN = 1
@@ -133,7 +134,7 @@ cdef class Token:
         return bool(self.flags & F_ERROR)
 
     def value(self):
-        return serialization.loads_pack(self.view())
+        return decode(self.view())
 
     def view(self):
         """The pack; a segment this process wrote is mapped only when something here reads it."""
@@ -237,11 +238,50 @@ cpdef bint plain(value, int depth=0):
     return False
 
 
+_HDR = serialization._HEADER
+_HDR_SIZE = serialization._HEADER.size
+_PAD0 = b"\0" * (serialization._align(_HDR_SIZE) - _HDR_SIZE)
+_BODY0 = serialization._align(_HDR_SIZE)
+_MAGIC = serialization.MAGIC
+_hdr_pack = _HDR.pack
+_hdr_unpack = _HDR.unpack_from
+_pickle_loads = pickle.loads
+_pickle_dumps = pickle.dumps
+
+
+cdef class Packed:
+    """A plain value without out-of-band buffers, already packed (``serialization.Serialized``'s interface)."""
+    cdef readonly bytes data
+    cdef readonly Py_ssize_t size
+    cdef readonly list contained
+
+    def __init__(self, bytes data):
+        self.data = data
+        self.size = len(data)
+        self.contained = []
+
+    def pack(self):
+        return self.data
+
+    def write_segment(self, path):
+        serialization.Serialized(self.data[_BODY0:], [], []).write_segment(path)
+
+
+def decode(data):
+    """``serialization.loads_pack``, without its generality for packs that carry no buffers."""
+    magic, nbuf, inband_len = _hdr_unpack(data, 0)
+    if nbuf == 0 and magic == _MAGIC:
+        return _pickle_loads(memoryview(data)[_BODY0:_BODY0 + inband_len])
+    return serialization.loads_pack(data)
+
+
 def serialize(value, bint is_error=False):
     """``serialization.serialize``, with the stock pickler for plain values (several times faster)."""
     if not is_error and plain(value):
         buffers = []
-        inband = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+        inband = _pickle_dumps(value, protocol=5, buffer_callback=buffers.append)
+        if not buffers:
+            return Packed(_hdr_pack(_MAGIC, 0, len(inband)) + _PAD0 + inband)
         raws = []
         for pb in buffers:
             try:
@@ -584,7 +624,7 @@ cdef class WorkerReactor:
             self._age(index)
         args_path = None
         if how == 1:
-            literals = serialization.loads_pack(payload)
+            literals = decode(payload)
         elif how == 2:
             args_path = bytes(payload).decode()
             literals = serialization.loads_pack(serialization.map_segment(args_path))
@@ -630,7 +670,14 @@ cdef class WorkerReactor:
         worker = self.worker
         cdef int n = len(outputs)
         try:
-            value = worker._call_target(method)(*args, **kwargs)
+            worker.current_task_id = _task_id()
+            target = worker._call_target(method)
+            tracer = worker._tracer
+            if tracer is None or method.startswith("__ray"):
+                value = target(*args, **kwargs)
+            else:       # rayreact compare: replayed calls are traced like dynamic ones
+                value = tracer.run("actor_call", target, method, args, kwargs,
+                                   type(worker.actor_instance).__module__)
             if asyncio.iscoroutine(value):
                 value = asyncio.run(value)
             if n == 1:
@@ -799,3 +846,317 @@ def handle(worker, msg):
     stray 'ack' (its run already ended) needs nothing."""
     if msg[1] == "start":
         WorkerReactor(worker, msg[2]).run()
+
+
+# ====================================================================== the driver's hot path
+_CALL, _PUT, _GET, _WAIT = 0, 1, 2, 3
+
+
+cdef class DriverPath:
+    """The driver's per-call replay path: guard check, one frame, a light ref; gets read tokens directly.
+
+    ``replay.ReplayRun`` owns it and handles everything rare (deviations, the period
+    boundary's bookkeeping, deaths, notes, deoptimization); this class only runs
+    what every call of a matching script runs.  Ops are tuples, one per position::
+
+        call: (0, actor id, method, nret, nargs, kwnames, specs, link, outputs, wake_after, label)
+              specs: None (literal) | (conn, distance, ret, None) | (conn, None, ret, (token key, ref id))
+        put:  (1, ...)                       handled by the run
+        get:  (2, reads, timeout given)      reads: like specs
+        wait: (3, reads, num_returns, timeout given)
+    """
+    cdef public object run
+    cdef public dict given
+    cdef public dict cache
+    cdef public object windows
+    cdef public list ops
+    cdef public int64_t idx
+    cdef public int64_t start
+    cdef public int64_t period
+    cdef public int64_t first
+    cdef public list unwoken
+    cdef public double unwoken_since
+    cdef public double wake_delay
+    cdef public bint defer
+    cdef public list outs
+    cdef public Gather gather
+    cdef public double spin
+    cdef public object const_conns
+    cdef public dict dead_payloads
+    cdef public dict writer_of
+    cdef public object driver_log
+    cdef public object dead_pending
+    cdef public object poller
+    cdef public object handed
+    cdef object ref_type
+    cdef object new_id
+    cdef object deopt
+
+    def __init__(self, run, ops, int64_t start, int64_t period, int64_t first, outs, Gather gather, double spin,
+                 const_conns, writer_of, ref_type, new_id, deopt, bint defer, double wake_delay, poller):
+        self.run = run
+        self.ops = list(ops)
+        self.start = start
+        self.period = period
+        self.first = first
+        self.idx = first
+        self.given = {}
+        self.cache = {}
+        self.windows = collections.deque()
+        self.unwoken = []
+        self.unwoken_since = 0.0
+        self.outs = list(outs)
+        self.gather = gather
+        self.spin = spin
+        self.const_conns = const_conns
+        self.dead_payloads = {}
+        self.writer_of = writer_of
+        self.driver_log = collections.deque(maxlen=20000)
+        self.dead_pending = run.dead_pending
+        self.handed = run.handed
+        self.ref_type = ref_type
+        self.new_id = new_id
+        self.deopt = deopt
+        self.defer = defer
+        self.wake_delay = wake_delay
+        self.poller = poller
+
+    # ------------------------------------------------------------------ calls
+    def call(self, actor_id, method, tuple args, dict kwargs, int nret):
+        cdef int64_t idx = self.idx
+        cdef int64_t q = (idx - self.start) % self.period
+        cdef tuple op = <tuple>self.ops[q]
+        cdef tuple spec, const
+        cdef dict given = self.given
+        cdef Py_ssize_t i, n
+        if (op[0] != _CALL or op[1] != actor_id or op[2] != method or op[3] != nret or len(args) != op[4]
+                or (tuple(kwargs) if kwargs else ()) != op[5]):
+            return self.run._deviate(f"a call of {method}")
+        values = args if not kwargs else args + tuple(kwargs.values())
+        specs = <tuple>op[6]
+        ref_type = self.ref_type
+        literals = []
+        n = len(specs)
+        for i in range(n):
+            value = values[i]
+            s = specs[i]
+            if s is None:
+                if type(value) is ref_type:
+                    return self.run._deviate(f"{method} with a ref where a value was passed")
+                literals.append(value)
+                continue
+            spec = <tuple>s
+            if type(value) is not ref_type:
+                return self.run._deviate(f"{method} with a value where a ref was passed")
+            const = spec[3]
+            if const is None:
+                if given.get((idx - <int64_t>spec[1], spec[2])) != value._id:
+                    return self.run._deviate(f"{method} with another ref")
+            elif const[1] != value._id:
+                return self.run._deviate(f"{method} with another ref")
+        if q == 0 and idx != self.first and not self.run._new_period(idx):
+            return self.deopt
+        link = op[7]
+        if literals:
+            ser = serialize(tuple(literals))
+            if ser.contained:
+                return self.run._deviate(f"{method} with refs nested in an argument")
+            if ser.size <= serialization.INLINE_LIMIT:
+                frame = INVOKE_HEADER.pack(INVOKE, idx, 1) + ser.pack()
+            else:
+                path = f"{self.run.rt._prefix}-ra{self.new_id().hex()}"
+                ser.write_segment(path)
+                frame = INVOKE_HEADER.pack(INVOKE, idx, 2) + path.encode()
+                link.arg_files.append((idx, path))
+        else:
+            frame = INVOKE_HEADER.pack(INVOKE, idx, 0)
+        self.idx = idx + 1
+        self.write(link, frame)
+        if op[9] or (self.unwoken and monotonic_s() - self.unwoken_since > self.wake_delay):
+            self.wake()
+        windows = self.windows
+        window = windows[len(windows) - 1][1]
+        outputs = <tuple>op[8]
+        new_id = self.new_id
+        if nret == 1:
+            oid = new_id()
+            given[(idx, 0)] = oid
+            window.append((idx, 0, outputs[0]))
+            return ref_type(oid)
+        refs = []
+        for i in range(nret):
+            oid = new_id()
+            given[(idx, i)] = oid
+            window.append((idx, i, outputs[i]))
+            refs.append(ref_type(oid))
+        return refs if nret else None
+
+    # ------------------------------------------------------------------ gets and waits
+    cdef list _match(self, tuple reads, object_ids):
+        cdef int64_t idx = self.idx
+        cdef dict given = self.given
+        cdef list keys = []
+        cdef tuple r
+        cdef Py_ssize_t i
+        for i in range(len(reads)):
+            r = <tuple>reads[i]
+            oid = object_ids[i]
+            if r[3] is None:
+                producer = idx - <int64_t>r[1]
+                if given.get((producer, r[2])) != oid:
+                    return None
+                keys.append((r[0], producer))
+            else:
+                if r[3][1] != oid:
+                    return None
+                keys.append(r[3][0])
+        return keys
+
+    def get(self, object_ids, timeout):
+        cdef int64_t idx = self.idx
+        cdef int64_t q = (idx - self.start) % self.period
+        cdef tuple op = <tuple>self.ops[q]
+        cdef Token tok
+        if op[0] != _GET or len(object_ids) != len(<tuple>op[1]) or op[2] != (timeout is not None):
+            return self.run._deviate(f"a get of {len(object_ids)} refs")
+        keys = self._match(<tuple>op[1], object_ids)
+        if keys is None:
+            return self.run._deviate("a get of other refs")
+        if q == 0 and idx != self.first and not self.run._new_period(idx):
+            return self.deopt
+        self.idx = idx + 1
+        cdef double t0 = monotonic_s()
+        tokens = self.collect(keys, timeout, len(keys))
+        self.driver_log.append((idx, t0, monotonic_s()))
+        out = []
+        for t in tokens:
+            if t is None:
+                raise exceptions.GetTimeoutError(f"Get timed out: some object(s) not ready after {timeout} s.")
+            tok = <Token>t
+            value = tok.value()
+            if tok.flags & F_ERROR:
+                from .submission import raisable
+                raise raisable(value)
+            out.append(value)
+        return out
+
+    def wait(self, object_ids, int num_returns, timeout):
+        cdef int64_t idx = self.idx
+        cdef int64_t q = (idx - self.start) % self.period
+        cdef tuple op = <tuple>self.ops[q]
+        if (op[0] != _WAIT or len(object_ids) != len(<tuple>op[1]) or op[2] != num_returns
+                or op[3] != (timeout is not None)):
+            return self.run._deviate(f"a wait on {len(object_ids)} refs for {num_returns}")
+        keys = self._match(<tuple>op[1], object_ids)
+        if keys is None:
+            return self.run._deviate("a wait on other refs")
+        if q == 0 and idx != self.first and not self.run._new_period(idx):
+            return self.deopt
+        self.idx = idx + 1
+        cdef double t0 = monotonic_s()
+        tokens = self.collect(keys, timeout, num_returns)
+        self.driver_log.append((idx, t0, monotonic_s()))
+        return [t is not None for t in tokens]
+
+    cdef object _token(self, key):
+        tok = self.cache.get(key)
+        if tok is not None:
+            return tok
+        writer = self.writer_of.get(key[0])
+        payload = self.dead_payloads.get(writer)
+        if payload is not None:
+            tok = Token(F_ERROR, payload)
+            self.cache[key] = tok
+            return tok
+        return None
+
+    def collect(self, list keys, timeout, int need):
+        """Wait until ``need`` of ``keys`` have tokens (or ``timeout``): one wake per gather, not per token."""
+        cdef double deadline = -1.0 if timeout is None else monotonic_s() + timeout
+        cdef double remaining
+        cdef int have
+        cdef uint32_t seen
+        while True:
+            if self.dead_pending:
+                self.run._absorb_deaths()
+            tokens = [self._token(k) for k in keys]
+            have = 0
+            for t in tokens:
+                if t is not None:
+                    have += 1
+            if have >= need:
+                self.run._reap_arg_files()
+                return tokens
+            self.wake()
+            seen = load_u32(self.gather.arrived)
+            if self.drain():
+                continue
+            remaining = 0.5 if deadline < 0 else min(0.5, deadline - monotonic_s())
+            if remaining <= 0:
+                return tokens
+            self.gather.wait(seen + <uint32_t>(need - have), remaining, self.spin)
+
+    # ------------------------------------------------------------------ rings
+    cpdef bint drain(self):
+        """Read every frame on the workers' rings to the driver into the cache."""
+        cdef bint progressed = False
+        cdef int kind
+        for link, ring in self.outs:
+            while True:
+                frame = ring.read()
+                if frame is None:
+                    break
+                progressed = True
+                kind = frame[0]
+                if kind == TOKEN:
+                    conn, index, tok = decode_token(frame, True)
+                    self._store(conn, index, tok)
+                elif kind == HANDOVER:
+                    key, desc = parse_control(frame)
+                    self.handed[key] = desc
+                elif kind == STOPPED:
+                    link.stopped = True
+                elif kind == NOTE:
+                    self.run._note(parse_control(frame))
+        return progressed
+
+    cdef void _store(self, conn, int64_t index, Token tok):
+        windows = self.windows
+        if windows and index < windows[0][0] and conn not in self.const_conns:
+            tok.free()                     # nobody can name it any more
+            return
+        key = (conn, index)
+        old = self.cache.get(key)
+        if old is not None:
+            (<Token>old).free()
+        self.cache[key] = tok
+
+    cpdef bint write(self, link, frame):
+        """Write to a worker's inbox; while it is full, keep reading our own rings (no cycle can block)."""
+        ring = link.inbox
+        if ring.try_write(frame):
+            if self.defer:
+                if not self.unwoken:
+                    self.unwoken_since = monotonic_s()
+                self.unwoken.append(link.bell)
+            else:
+                link.bell.ring()
+            return True
+        self.wake()
+        ring.want_space(True)
+        try:
+            while not ring.try_write(frame):
+                if link.dead or link.w.dead:
+                    return False
+                if not self.drain():
+                    self.poller.wait(0.05)
+        finally:
+            ring.want_space(False)
+        link.bell.ring()
+        return True
+
+    cpdef wake(self):
+        """Ring the doorbells of workers given invocations since the last wake (one burst, then the wakes)."""
+        unwoken = self.unwoken
+        while unwoken:
+            unwoken.pop().ring()

@@ -51,6 +51,7 @@ logger = logging.getLogger("rayreact")
 
 RECORDING, REPLAYING, DYNAMIC, OFF = "RECORDING", "REPLAYING", "DYNAMIC", "OFF"
 DEOPT = object()                       # a fast path's answer: "deoptimized, run this call dynamically"
+LAST_SNAPSHOT = None                   # the last session's snapshot: explain() still answers after shutdown
 
 REPEATS = int(os.environ.get("RAYREACT_REPEATS", "3"))
 WINDOW = 4096                          # events infer looks at
@@ -339,9 +340,15 @@ class Reactor:
             run = self.run
             if run is not None:
                 self.run = None
-                self.runs.append(run.summary())
                 run.abandon()
+                self.runs.append(run.summary())
             self.state = OFF
+            global LAST_SNAPSHOT
+            LAST_SNAPSHOT = self.snapshot()
+        if os.environ.get("RAYREACT_EXPLAIN"):
+            import sys
+            from . import explain as _explain
+            print(_explain.Explanation(LAST_SNAPSHOT), file=sys.stderr)
         path = os.environ.get("RAYREACT_TIMELINE")
         if path:
             try:
@@ -441,17 +448,6 @@ def _unsupported(plan):
     return None
 
 
-def _serialize_literals(ext, values):
-    """(how, serialized, contained): how is 0 for no literals, else 1.  One serialization."""
-    if not values:
-        return 0, None, ()
-    try:
-        ser = ext.serialize(tuple(values))
-    except serialization.SerializationError as exc:
-        raise TypeError(f"Could not serialize the arguments: {exc}") from exc.__cause__
-    return 1, ser, tuple(ser.contained)
-
-
 class _Link:
     """The driver's view of one replaying worker."""
 
@@ -488,7 +484,6 @@ class ReplayRun:
         self.P = P = plan.period
         self.start = plan.start
         self.first = first_index
-        self.idx = first_index
         self.owner = threading.get_ident()
         self.reason = None               # a deviation noticed asynchronously: deopt at the next call
         self.periods = 0
@@ -496,16 +491,10 @@ class ReplayRun:
         self.started = time.monotonic()
         self.ended = None
         self.end_reason = None
-        self.given = {}                  # (producer index, ret) -> ref id handed to the script
-        self.cache = {}                  # (connection, producer index) -> Token the driver holds
         self.handed = {}                 # (connection, producer index) -> descriptor (deopt handover)
-        self.windows = collections.deque()   # (period start, [(index, ret, connection)]) for aging
-        self.driver_log = collections.deque(maxlen=20000)
         self.dead_pending = []
         self.seed_views = []
-        self.notes = []
-        self.unwoken = []
-        self.unwoken_since = 0.0
+        self.fast = None                 # the DriverPath (reactor.pyx): given, cache, windows, idx live there
         max_lag = max((u.lag for c in plan.connections for u in c.uses), default=0)
         self.R = max(2, max_lag + 2)
 
@@ -581,7 +570,7 @@ class ReplayRun:
             w = link.w
             link.inbox = self._ring(f"{prefix}-in{w.index}")
             link.bell = w.bell
-            link.inbox.reader_bell = None if DEFER_WAKES else w.bell
+            link.inbox.reader_bell = None        # the DriverPath rings (or defers) the worker's doorbell
             link.out = self._ring(f"{prefix}-out{w.index}")
             link.out.writer_bell = w.bell
             link.timeline = self.ext.TimelineLog(f"{prefix}-tl{w.index}", True)
@@ -651,6 +640,11 @@ class ReplayRun:
         for q, op in enumerate(self.ops):
             # Wakes wait for the end of a burst of calls: the driver is not preempted by each worker it wakes.
             op.wake_after = self.ops[(q + 1) % P].kind != _CALL
+        self.fast = self.ext.DriverPath(
+            self, [], plan.start, P, first_index, [(link, link.out) for link in self.links.values()], self.gather,
+            spin, frozenset(self.const_key), self.writer_of, ObjectRef, ids.new_id, DEOPT, DEFER_WAKES, WAKE_DELAY,
+            self.poller)
+        self.call, self.get, self.wait = self.fast.call, self.fast.get, self.fast.wait
 
         # ---- go: start the reactors (after every dynamic message already sent to them), then seed
         with rt._lock:
@@ -671,6 +665,7 @@ class ReplayRun:
         self.const_ids = {cid: trace.ref_id(key[1], conns[cid].ret) for cid, key in self.const_key.items()}
         for op in self.ops:
             self._bind_consts(op)
+        self.fast.ops = [self._as_tuple(op) for op in self.ops]
 
     # ------------------------------------------------------------------ compile helpers
     def _ring(self, path):
@@ -726,6 +721,28 @@ class ReplayRun:
             op.num_returns, op.timeout = expect[2], expect[3]
         return op
 
+    # The hot path's state lives in the DriverPath.
+    idx = property(lambda self: self.fast.idx)
+    given = property(lambda self: self.fast.given)
+    cache = property(lambda self: self.fast.cache)
+    driver_log = property(lambda self: self.fast.driver_log)
+    _death_payloads = property(lambda self: self.fast.dead_payloads)
+
+    @property
+    def windows(self):
+        return self.fast.windows
+
+    @staticmethod
+    def _as_tuple(op):
+        if op.kind == _CALL:
+            return (_CALL, op.actor, op.method, op.nret, op.nargs, op.kwnames, op.specs, op.link, tuple(op.outputs),
+                    op.wake_after, op.label)
+        if op.kind == _GET:
+            return (_GET, op.reads, op.timeout)
+        if op.kind == _WAIT:
+            return (_WAIT, op.reads, op.num_returns, op.timeout)
+        return (_PUT,)
+
     def _bind_consts(self, op):
         # Constant reads name a fixed ref id: (conn, None, ret, const key) -> (conn, None, ret, (key, id)).
         if op.kind == _CALL:
@@ -761,72 +778,22 @@ class ReplayRun:
 
     # ------------------------------------------------------------------ transport
     def _write(self, link, frame):
-        """Write to a worker's inbox; while it is full, keep reading our own rings (no cycle can block)."""
-        ring = link.inbox
-        if ring.try_write(frame):
-            if DEFER_WAKES:
-                if not self.unwoken:
-                    self.unwoken_since = time.perf_counter()
-                self.unwoken.append(link.bell)
-            return True
-        self._wake()
-        ring.want_space(True)
-        try:
-            while not ring.try_write(frame):
-                if link.dead or link.w.dead:
-                    return False
-                if not self._drain():
-                    self.poller.wait(0.05)
-        finally:
-            ring.want_space(False)
-        if DEFER_WAKES:
-            link.bell.ring()
-        return True
+        return self.fast.write(link, frame)
 
     def _wake(self):
-        """Ring the doorbells of workers given invocations since the last wake (one burst, then the wakes)."""
-        unwoken = self.unwoken
-        while unwoken:
-            unwoken.pop().ring()
+        self.fast.wake()
 
     def _drain(self):
-        """Read every frame on the workers' rings to the driver into the cache."""
-        progressed = False
-        ext = self.ext
-        for link in self.links.values():
-            ring = link.out
-            while True:
-                frame = ring.read()
-                if frame is None:
-                    break
-                progressed = True
-                kind = frame[0]
-                if kind == ext.TOKEN:
-                    conn, index, tok = ext.decode_token(frame, True)
-                    self._store(conn, index, tok)
-                elif kind == ext.NOTE:
-                    what, index = ext.parse_control(frame)
-                    if what == "raised":
-                        self._flag(f"a reaction raised ({self._label_at(index)}, iteration {self._iteration(index)})")
-                    elif what == "refs":
-                        self._flag(f"a reaction returned a value nesting refs ({self._label_at(index)})")
-                    elif what == "exit":
-                        self._flag(f"an actor exited ({self._label_at(index)})")
-                elif kind == ext.HANDOVER:
-                    key, desc = ext.parse_control(frame)
-                    self.handed[key] = desc
-                elif kind == ext.STOPPED:
-                    link.stopped = True
-        return progressed
+        return self.fast.drain()
 
-    def _store(self, conn, index, tok):
-        if self.windows and index < self.windows[0][0] and conn not in self.const_key:
-            tok.free()                     # nobody can name it any more
-            return
-        old = self.cache.get((conn, index))
-        if old is not None:
-            old.free()
-        self.cache[(conn, index)] = tok
+    def _note(self, info):
+        what, index = info
+        if what == "raised":
+            self._flag(f"a reaction raised ({self._label_at(index)}, iteration {self._iteration(index)})")
+        elif what == "refs":
+            self._flag(f"a reaction returned a value nesting refs ({self._label_at(index)})")
+        elif what == "exit":
+            self._flag(f"an actor exited ({self._label_at(index)})")
 
     def _flag(self, reason):
         if self.reason is None:
@@ -865,107 +832,12 @@ class ReplayRun:
                     self._write(other, self.ext.control_frame(self.ext.DEAD, (link.name, payload)))
         self._wake()
 
-    @property
-    def _death_payloads(self):
-        d = getattr(self, "_deaths", None)
-        if d is None:
-            d = self._deaths = {}
-        return d
-
-    def _token(self, key, conn):
-        """The token ``key`` if it has arrived (or can never arrive: a dead writer's error), else None."""
-        tok = self.cache.get(key)
-        if tok is not None:
-            return tok
-        writer = self.writer_of.get(conn)
-        if writer in self._death_payloads:
-            tok = self.ext.Token(self.ext.F_ERROR, self._death_payloads[writer])
-            self.cache[key] = tok
-            return tok
-        return None
-
-    def _collect(self, keys, timeout, need):
-        """Wait until ``need`` of ``keys`` have tokens (or ``timeout``); returns the tokens (None: missing)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            if self.dead_pending:
-                self._absorb_deaths()
-            tokens = [self._token(k, k[0]) for k in keys]
-            have = sum(1 for t in tokens if t is not None)
-            if have >= need:
-                self._reap_arg_files()
-                return tokens
-            self._wake()
-            seen = self.gather.count()
-            if self._drain():
-                continue
-            # Sleep until enough frames have come for this get: one wake per gather, not per token.
-            remaining = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
-            if remaining <= 0:
-                return tokens
-            self.gather.wait(seen + need - have, remaining, self.spin)
-
     # ------------------------------------------------------------------ the fast paths
     def _deviate(self, what):
         q = (self.idx - self.start) % self.P
         self.reactor.deopt(f"iteration {self._iteration(self.idx)}, position {q}: expected "
                            f"{self.ops[q].label}, got {what}")
         return DEOPT
-
-    def call(self, actor_id, method, args, kwargs, nret):
-        idx = self.idx
-        q = (idx - self.start) % self.P
-        op = self.ops[q]
-        if (op.kind != _CALL or op.actor != actor_id or op.method != method or op.nret != nret
-                or len(args) != op.nargs or (tuple(kwargs) if kwargs else ()) != op.kwnames):
-            return self._deviate(f"a call of {method}")
-        values = args if not kwargs else tuple(args) + tuple(kwargs.values())
-        given = self.given
-        literals = []
-        for value, spec in zip(values, op.specs):
-            if spec is None:
-                if type(value) is ObjectRef:
-                    return self._deviate(f"{method} with a ref where a value was passed")
-                literals.append(value)
-            elif type(value) is not ObjectRef:
-                return self._deviate(f"{method} with a value where a ref was passed")
-            elif spec[3] is None:
-                if given.get((idx - spec[1], spec[2])) != value._id:
-                    return self._deviate(f"{method} with another ref")
-            elif spec[3][1] != value._id:
-                return self._deviate(f"{method} with another ref")
-        if q == 0 and idx != self.first and not self._new_period(idx):
-            return DEOPT
-        how, ser, contained = _serialize_literals(self.ext, literals)
-        if contained:
-            return self._deviate(f"{method} with refs nested in an argument")
-        ext = self.ext
-        if how == 0:
-            frame = ext.INVOKE_HEADER.pack(ext.INVOKE, idx, 0)
-        elif ser.size <= serialization.INLINE_LIMIT:
-            frame = ext.INVOKE_HEADER.pack(ext.INVOKE, idx, 1) + ser.pack()
-        else:
-            path = f"{self.rt._prefix}-ra{ids.new_id().hex()}"
-            ser.write_segment(path)
-            frame = ext.INVOKE_HEADER.pack(ext.INVOKE, idx, 2) + path.encode()
-            op.link.arg_files.append((idx, path))
-        self.idx = idx + 1
-        self._write(op.link, frame)
-        if op.wake_after or (self.unwoken and time.perf_counter() - self.unwoken_since > WAKE_DELAY):
-            self._wake()
-        window = self.windows[-1][1]
-        if nret == 1:
-            oid = ids.new_id()
-            given[(idx, 0)] = oid
-            window.append((idx, 0, op.outputs[0]))
-            return ObjectRef(oid)
-        refs = []
-        for ret in range(nret):
-            oid = ids.new_id()
-            given[(idx, ret)] = oid
-            window.append((idx, ret, op.outputs[ret]))
-            refs.append(ObjectRef(oid))
-        return refs if nret else None
 
     def put(self, value):
         idx = self.idx
@@ -995,71 +867,12 @@ class ReplayRun:
             tok = ext.Token(0, serialization.map_segment(path), path)
             for link in op.readers:
                 self._send_desc(link, op.conn, idx, (serialization.SEGMENT, path, [], False), True)
-        self.idx = idx + 1
+        self.fast.idx = idx + 1
         self.cache[(op.conn, idx)] = tok
         oid = ids.new_id()
         self.given[(idx, 0)] = oid
         self.windows[-1][1].append((idx, 0, op.conn))
         return ObjectRef(oid)
-
-    def _match_reads(self, op, object_ids):
-        idx = self.idx
-        given = self.given
-        keys = []
-        for oid, (conn, d, ret, const) in zip(object_ids, op.reads):
-            if const is None:
-                producer = idx - d
-                if given.get((producer, ret)) != oid:
-                    return None
-                keys.append((conn, producer))
-            else:
-                if const[1] != oid:
-                    return None
-                keys.append(const[0])
-        return keys
-
-    def get(self, object_ids, timeout):
-        idx = self.idx
-        q = (idx - self.start) % self.P
-        op = self.ops[q]
-        if op.kind != _GET or len(object_ids) != len(op.reads) or op.timeout != (timeout is not None):
-            return self._deviate(f"a get of {len(object_ids)} refs")
-        keys = self._match_reads(op, object_ids)
-        if keys is None:
-            return self._deviate("a get of other refs")
-        if q == 0 and idx != self.first and not self._new_period(idx):
-            return DEOPT
-        self.idx = idx + 1
-        t0 = time.monotonic()
-        tokens = self._collect(keys, timeout, len(keys))
-        self.driver_log.append((idx, t0, time.monotonic()))
-        if any(t is None for t in tokens):
-            raise exceptions.GetTimeoutError(f"Get timed out: some object(s) not ready after {timeout} s.")
-        out = []
-        for tok in tokens:
-            value = tok.value()
-            if tok.flags & 1:
-                raise submission.raisable(value)
-            out.append(value)
-        return out
-
-    def wait(self, object_ids, num_returns, timeout):
-        idx = self.idx
-        q = (idx - self.start) % self.P
-        op = self.ops[q]
-        if (op.kind != _WAIT or len(object_ids) != len(op.reads) or op.num_returns != num_returns
-                or op.timeout != (timeout is not None)):
-            return self._deviate(f"a wait on {len(object_ids)} refs for {num_returns}")
-        keys = self._match_reads(op, object_ids)
-        if keys is None:
-            return self._deviate("a wait on other refs")
-        if q == 0 and idx != self.first and not self._new_period(idx):
-            return DEOPT
-        self.idx = idx + 1
-        t0 = time.monotonic()
-        tokens = self._collect(keys, timeout, num_returns)
-        self.driver_log.append((idx, t0, time.monotonic()))
-        return [t is not None for t in tokens]
 
     # ------------------------------------------------------------------ aging: the plan's buffering
     def _new_period(self, idx):
@@ -1107,7 +920,7 @@ class ReplayRun:
             if left:
                 kept.append((start, left))
         kept.append((idx, []))
-        self.windows = kept
+        self.fast.windows = kept
         if promote:
             self._adopt(promote)
         return True

@@ -168,6 +168,10 @@ class Reactor:
         except Refused as exc:
             self._refuse(str(exc))
             return False
+        except Exception as exc:  # noqa: BLE001 - a bug here must cost speed, never the script
+            logger.exception("rayreact could not start a replay; continuing in dynamic mode")
+            self._refuse(f"internal error while starting the plan: {exc!r}")
+            return False
         self.run = run
         self.recorder = None
         self.state = REPLAYING
@@ -551,11 +555,29 @@ class ReplayRun:
                     raise Refused("a value the plan starts from nests refs")
                 seed_descs.append(e.desc)
 
+        self.paths = []
+        self.ring_paths = []
+        self.gather = None
+        self.poller = None
+        self.started_workers = False
+        try:
+            self._wire_and_start(trace, seeds, seed_ids, seed_descs)
+        except BaseException:
+            # Never leave workers in reactor mode, or files behind, for a plan that did not start.
+            try:
+                if self.started_workers:
+                    self.stop("the plan failed to start")
+                else:
+                    self._cleanup()
+            finally:
+                raise
+
+    def _wire_and_start(self, trace, seeds, seed_ids, seed_descs):
+        rt, plan, P, number, reactor = self.rt, self.plan, self.P, self.number, self.reactor
+        conns = plan.connections
         # ---- wiring: rings, bells, programs
         self.bell = reactor.replay_bell()
         prefix = f"{rt._prefix}-r{number}"
-        self.paths = []
-        self.ring_paths = []
         self.gather = self.ext.Gather(f"{prefix}-gather", True)
         self.paths.append(self.gather.path)
         readers = {c.id: list(dict.fromkeys(u.reactor for u in c.uses)) for c in conns}
@@ -641,16 +663,17 @@ class ReplayRun:
             # Wakes wait for the end of a burst of calls: the driver is not preempted by each worker it wakes.
             op.wake_after = self.ops[(q + 1) % P].kind != _CALL
         self.fast = self.ext.DriverPath(
-            self, [], plan.start, P, first_index, [(link, link.out) for link in self.links.values()], self.gather,
+            self, [], plan.start, P, self.first, [(link, link.out) for link in self.links.values()], self.gather,
             spin, frozenset(self.const_key), self.writer_of, ObjectRef, ids.new_id, DEOPT, DEFER_WAKES, WAKE_DELAY,
             self.poller)
         self.call, self.get, self.wait = self.fast.call, self.fast.get, self.fast.wait
 
         # ---- go: start the reactors (after every dynamic message already sent to them), then seed
         with rt._lock:
+            self.started_workers = True
             for name, link in self.links.items():
                 rt._send(link.w, (protocol.REACTOR, "start", programs[name]))
-        self.windows.append((first_index, []))
+        self.windows.append((self.first, []))
         for seed, oid, desc in zip(seeds, seed_ids, seed_descs):
             c = conns[seed.connection]
             key = (c.id, seed.producer)
@@ -1025,6 +1048,20 @@ class ReplayRun:
 
     def _cleanup(self):
         self.ended = time.monotonic()
+        if self.fast is None:                 # never started: only files to remove
+            for link in self.links.values():
+                if isinstance(link, _Link):
+                    for ring in (link.inbox, link.out):
+                        if ring is not None:
+                            ring.close()
+            if self.gather is not None:
+                self.gather.close()
+            for path in self.paths:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+            return
         self._reap_arg_files()
         self._collect_timeline()
         for link in self.links.values():

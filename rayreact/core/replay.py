@@ -41,7 +41,7 @@ import threading
 import time
 
 from .. import exceptions
-from ..object_ref import ObjectRef
+from ..object_ref import ObjectRef, ObjectRefGenerator
 from . import channel, ids, protocol, refcount, serialization, submission
 from .infer import infer
 from .record import ACTOR_METHOD, TASK, ActorInfo, Recorder
@@ -242,6 +242,8 @@ class Reactor:
             ref_ids = ()
         elif type(out) is ObjectRef:
             ref_ids = (out._id,)
+        elif isinstance(out, ObjectRefGenerator):
+            ref_ids = (out._stream_ref._id,)     # never iterate it here: that would consume the stream
         else:
             ref_ids = tuple(r._id for r in out)
         self.recorder.on_submit(kind, target, actor, args, kwargs or {}, num_returns, ref_ids,

@@ -36,7 +36,7 @@ class Tracer:
             if inspect.isgenerator(value):
                 value = list(value)
                 scope.set_result_items([self._trace.digest(v) for v in value])
-                return iter(value)
+                return value
             scope.set_result(value)
             return value
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import collections.abc
 import concurrent.futures
 import inspect
 import os
@@ -288,7 +289,7 @@ class Worker(context.RuntimeHooks):
     def _results(self, return_ids, value, num_returns, name):
         if num_returns < 0:
             return self._stream_results(return_ids[0], value, num_returns)
-        if num_returns > 1 and inspect.isgenerator(value):
+        if num_returns > 1 and (inspect.isgenerator(value) or isinstance(value, collections.abc.Iterator)):
             value = list(value)
         if num_returns == 1:
             return [(return_ids[0], self.store_value(return_ids[0], value))]

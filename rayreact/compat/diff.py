@@ -330,9 +330,15 @@ def _cut(unit, start, stop):
 _FORWARDED = re.compile(r"^(?:\x1b\[[0-9;]*m)?\((?:[^()]*\bpid=\d+[^()]*|[A-Za-z_][\w.-]*(?:,? ip=[^()]*)?)\)")
 
 
+# Measurements differ between any two runs: a number followed by a time unit ("2.73 s", "40 ms") or
+# by a rate ("752.5 observations/s", "11042 env steps/s") is masked before comparing stdout.
+_MEASUREMENT = re.compile(r"\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?(?=\s*(?:s|ms|us|µs|ns)\b|\s*[A-Za-z ]*/s\b)")
+
+
 def stdout_lines(text):
-    """The driver's own stdout lines (lines forwarded from worker processes dropped)."""
-    return [line.rstrip() for line in text.splitlines() if not _FORWARDED.match(line)]
+    """The driver's own stdout lines (lines forwarded from worker processes dropped), measurements masked."""
+    return [_MEASUREMENT.sub("<measured>", line.rstrip()) for line in text.splitlines()
+            if not _FORWARDED.match(line)]
 
 
 def compare_stdout(ray_outputs, candidate_output):

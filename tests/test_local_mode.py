@@ -14,7 +14,7 @@ import threading
 import numpy as np
 import pytest
 
-from conftest import backend_fixture
+from conftest import backend_fixture, wait_until
 
 ray_backend = backend_fixture(per_backend={"rayreact": {"local_mode": True}})
 
@@ -232,8 +232,16 @@ def test_named_actor_and_kill(ray_backend):
     with pytest.raises(ValueError):
         ray_backend.remote(Log).options(name="local-log").remote()
     ray_backend.kill(log)
-    with pytest.raises(ray_backend.exceptions.RayActorError):
-        ray_backend.get(log.add.remote(2), timeout=60)
+
+    def dead():
+        # Ray's kill is asynchronous: a call sent right after it may still run.
+        try:
+            ray_backend.get(log.add.remote(2), timeout=60)
+        except ray_backend.exceptions.RayActorError:
+            return True
+        return False
+
+    wait_until(dead)
 
 
 def test_async_actor_keeps_one_event_loop(ray_backend):

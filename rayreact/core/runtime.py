@@ -139,6 +139,10 @@ def _shm_dir(object_store_memory):
                    "Give the container more shared memory (e.g. docker --shm-size=2g).")
     except OSError:
         message = "/dev/shm is not available; rayreact uses a directory in the temp dir for shared objects."
+    return _fallback_dir(message)
+
+
+def _fallback_dir(message):
     d = tempfile.mkdtemp(prefix="rayreact-shm-")
     os.chmod(d, 0o700)
     return d, message

@@ -503,3 +503,22 @@ def test_worker_process_dies(ray):
     assert all(v == "dead" for v in column[first_dead:])
     expect_replayed(ray, 100)
     expect_fallback(ray, "died")
+
+
+class Boxer:
+    """Returns values that nest refs it made itself (a put inside the actor)."""
+
+    def box(self, i):
+        import sys
+        module = sys.modules.get("rayreact") if "rayreact" in sys.modules else sys.modules["ray"]
+        return [module.put(i * 10), i]
+
+
+def test_results_nesting_refs(ray):
+    boxer = remote(ray, Boxer)
+    boxes = []
+    for i in range(150):
+        box = ray.get(boxer.box.remote(i))
+        assert box[1] == i
+        boxes.append(box)
+    assert [ray.get(b[0]) for b in boxes] == [i * 10 for i in range(150)]

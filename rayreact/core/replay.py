@@ -254,9 +254,12 @@ class Reactor:
     def submit_actor_call(self, handle, info, args, kwargs, num_returns):
         with self.lock:
             if self._enter():
-                out = self.run.call(handle._actor_id, info.name, args, kwargs, num_returns)
-                if out is not DEOPT:
-                    return out
+                if type(num_returns) is int and num_returns >= 0:
+                    out = self.run.call(handle._actor_id, info.name, args, kwargs, num_returns)
+                    if out is not DEOPT:
+                        return out
+                else:
+                    self.deopt("a generator call")
             out = self.dyn["submit_actor_call"](handle, info, args, kwargs, num_returns)
             if self.state is RECORDING:
                 self._record_submit(ACTOR_METHOD, info.name, handle._actor_id, args, kwargs, num_returns, out)
@@ -447,6 +450,10 @@ def _unsupported(plan):
     for r in plan.reactors:
         if r.kind == "task":
             return "tasks in the period (task reactors are not replayed yet)"
+    for q, expect in enumerate(plan.guard.expects):
+        sig = expect.signature
+        if sig[0] == "Submit" and (type(sig[4]) is not int or sig[4] < 0):
+            return f"position {q}: a generator call (num_returns={sig[4]!r}) has no fixed outputs"
     for reaction in plan.reactions:
         for inp in reaction.inputs():
             if inp.passing == "ref":

@@ -924,7 +924,7 @@ class Runtime(context.RuntimeHooks):
 
     def _idle_task_worker(self):
         while self.idle_task_workers:
-            w = self.idle_task_workers.popleft()
+            w = self.idle_task_workers.pop()   # LIFO: the worker that just finished is still warm (spinning)
             if not w.dead and w.task is None:
                 return w
         return None

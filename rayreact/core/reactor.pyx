@@ -513,7 +513,7 @@ cdef class WorkerReactor:
         self.log_records = self.log.records
         self.logged = self.log_count[0]
         if program.get("spin") is not None:
-            channel.set_spin_seconds(program["spin"])
+            channel.set_spin_seconds(program["spin"])      # restored from program["dynamic_spin"] on close
         if not serialization.segment_pool.limit:
             serialization.segment_pool.limit = program.get("pool_limit", 0)
 
@@ -547,7 +547,7 @@ cdef class WorkerReactor:
                 self._wait()
         return self.invocations.popleft()
 
-    cdef bint _drain(self):
+    cdef bint _drain(self) except *:
         """Read every frame waiting on the input rings, and serve dynamic messages."""
         cdef bint progressed = False
         cdef object ring, frame
@@ -582,14 +582,14 @@ cdef class WorkerReactor:
                     break
         return progressed
 
-    cdef void _store(self, frame):
+    cdef void _store(self, frame) except *:
         conn, index, tok = decode_token(frame)
         if conn in self.const_conns:
             self.consts[(conn, index)] = tok
         else:
             self.buf[(conn, index)] = tok
 
-    cdef void _wait(self):
+    cdef void _wait(self) except *:
         if refcount.released:
             self.worker._flush_releases()
         if not self.poller.wait(1.0):
@@ -614,7 +614,7 @@ cdef class WorkerReactor:
                 self._wait()
 
     # ------------------------------------------------------------------ one reaction
-    cdef void _react(self, int64_t index, int how, payload):
+    cdef void _react(self, int64_t index, int how, payload) except *:
         cdef int64_t position = (index - self.start) % self.period
         cdef double t0 = monotonic_s()
         cdef Token tok
@@ -711,12 +711,12 @@ cdef class WorkerReactor:
             data = serialization.serialize(err, is_error=True).pack()
         return [Token(F_ERROR, data) for _ in outputs]
 
-    cdef void _note_raised(self, int64_t index):
+    cdef void _note_raised(self, int64_t index) except *:
         if not self.raised_noted:
             self.raised_noted = True
             self._write(self.to_driver, control_frame(NOTE, ("raised", index)))
 
-    cdef void _emit(self, int conn, int64_t index, Token tok):
+    cdef void _emit(self, int conn, int64_t index, Token tok) except *:
         """Send one output token to every reader: one serialization, one frame per reader."""
         route = self.routes.get(conn)
         if route is None:
@@ -745,13 +745,13 @@ cdef class WorkerReactor:
         elif tok.path is not None:
             tok.discard()       # the readers hold their own links
 
-    cdef void _write(self, ring, frame):
+    cdef void _write(self, ring, frame) except *:
         """Write without ever blocking on a full ring: drain our inputs while we wait for space."""
         self._put(ring, frame)
         if ring is self.to_driver:
             self.gather.add()
 
-    cdef void _put(self, ring, frame):
+    cdef void _put(self, ring, frame) except *:
         if ring.try_write(frame):
             return
         ring.want_space(True)
@@ -766,7 +766,7 @@ cdef class WorkerReactor:
         finally:
             ring.want_space(False)
 
-    cdef void _log(self, int64_t index, double t0, double t1):
+    cdef void _log(self, int64_t index, double t0, double t1) except *:
         cdef int64_t j = (self.logged % TIMELINE_RECORDS) * 3
         records = self.log_records
         records[j] = <double>index
@@ -775,7 +775,7 @@ cdef class WorkerReactor:
         self.logged += 1
         self.log_count[0] = self.logged
 
-    cdef void _age(self, int64_t index):
+    cdef void _age(self, int64_t index) except *:
         """Forget tokens no reaction of ours can read any more, and outputs past the retention window."""
         cdef int64_t oldest = index - self.keep
         if self.buf:
@@ -788,7 +788,7 @@ cdef class WorkerReactor:
                 (<Token>tok).discard()
 
     # ------------------------------------------------------------------ stop
-    cdef void _stop(self, wanted):
+    cdef void _stop(self, wanted) except *:
         """Every invocation before STOP has run: hand over what the driver asks for, then wait for its ACK."""
         for key in wanted:
             tok = self.retained.get(tuple(key))
@@ -816,7 +816,7 @@ cdef class WorkerReactor:
                 break
             worker._handle(msg)
 
-    cdef void _close(self):
+    cdef void _close(self) except *:
         for tok in self.retained.values():
             (<Token>tok).discard()
         self.retained.clear()
@@ -830,6 +830,8 @@ cdef class WorkerReactor:
         self.log_count = self.log_records = None
         self.log.close()
         self.gather.close()
+        if self.program.get("dynamic_spin") is not None:
+            channel.set_spin_seconds(self.program["dynamic_spin"])
 
 
 def _user_frames(tb):
@@ -964,6 +966,8 @@ cdef class DriverPath:
             if ser.size <= serialization.INLINE_LIMIT:
                 frame = INVOKE_HEADER.pack(INVOKE, idx, 1) + ser.pack()
             else:
+                # Recycle the files of arguments already consumed first: a big write then lands in warm pages.
+                self.run._reap_arg_files()
                 path = f"{self.run.rt._prefix}-ra{self.new_id().hex()}"
                 ser.write_segment(path)
                 frame = INVOKE_HEADER.pack(INVOKE, idx, 2) + path.encode()
@@ -1097,7 +1101,7 @@ cdef class DriverPath:
             self.gather.wait(seen + <uint32_t>(need - have), remaining, self.spin)
 
     # ------------------------------------------------------------------ rings
-    cpdef bint drain(self):
+    cpdef bint drain(self) except *:
         """Read every frame on the workers' rings to the driver into the cache."""
         cdef bint progressed = False
         cdef int kind
@@ -1120,7 +1124,7 @@ cdef class DriverPath:
                     self.run._note(parse_control(frame))
         return progressed
 
-    cdef void _store(self, conn, int64_t index, Token tok):
+    cdef void _store(self, conn, int64_t index, Token tok) except *:
         windows = self.windows
         if windows and index < windows[0][0] and conn not in self.const_conns:
             tok.free()                     # nobody can name it any more
@@ -1131,7 +1135,7 @@ cdef class DriverPath:
             (<Token>old).free()
         self.cache[key] = tok
 
-    cpdef bint write(self, link, frame):
+    cpdef bint write(self, link, frame) except *:
         """Write to a worker's inbox; while it is full, keep reading our own rings (no cycle can block)."""
         ring = link.inbox
         if ring.try_write(frame):

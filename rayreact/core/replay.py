@@ -662,6 +662,7 @@ class ReplayRun:
                 "const_conns": frozenset(self.const_key), "keep": keep + P, "retain": (self.R + 1) * P,
                 "shm_prefix": f"{prefix}-w{link.w.index}", "timeline": link.timeline.path, "spin": spin,
                 "gather": self.gather.path, "pool_limit": serialization.segment_pool.limit,
+                "dynamic_spin": getattr(rt, "_spin", None),
             }
         self.poller = channel.Poller(self.bell)
         self.poller.set_rings([link.out for link in self.links.values()])

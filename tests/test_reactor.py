@@ -522,3 +522,28 @@ def test_results_nesting_refs(ray):
         assert box[1] == i
         boxes.append(box)
     assert [ray.get(b[0]) for b in boxes] == [i * 10 for i in range(150)]
+
+
+class Mutator:
+    """Returns its own buffer and overwrites it on the next call: results must be snapshots at return."""
+
+    def __init__(self):
+        self.buf = np.zeros(3)
+
+    def next(self, i):
+        self.buf[:] = i
+        return self.buf
+
+
+def test_results_are_snapshots_at_return(ray):
+    mutator, reader = remote(ray, Mutator), remote(ray, Policy)
+    held = None
+    seen = []
+    for i in range(220):
+        x = mutator.next.remote(i)                 # flows mutator -> reader only
+        if i == 60:
+            held = x
+        seen.append(ray.get(reader.echo.remote(x)).tolist())
+    assert seen == [[float(i)] * 3 for i in range(220)]
+    assert ray.get(held).tolist() == [60.0] * 3
+    expect_replayed(ray, 20)

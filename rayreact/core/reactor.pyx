@@ -121,13 +121,15 @@ cdef class Token:
     cdef public object path          # the segment file (or link) this process owns, if any
     cdef public object contained     # ids of refs nested in the value (F_REFS)
     cdef public object keepalive     # the original value, kept while nested refs must stay alive
+    cdef public object ser           # not yet packed: frames are built straight from the pickle's buffers
 
-    def __init__(self, int flags, data, path=None, contained=(), keepalive=None):
+    def __init__(self, int flags, data, path=None, contained=(), keepalive=None, ser=None):
         self.flags = flags
         self.data = data
         self.path = path
         self.contained = contained
         self.keepalive = keepalive
+        self.ser = ser
 
     @property
     def is_error(self):
@@ -138,8 +140,11 @@ cdef class Token:
 
     def view(self):
         """The pack; a segment this process wrote is mapped only when something here reads it."""
-        if self.data is None and self.path is not None:
-            self.data = serialization.map_segment(self.path)
+        if self.data is None:
+            if self.path is not None:
+                self.data = serialization.map_segment(self.path)
+            elif self.ser is not None:
+                self.data = self.ser.pack()
         return self.data
 
     def descriptor(self):
@@ -157,6 +162,7 @@ cdef class Token:
     def free(self):
         """The owner is done with this token: drop the mapping, then the file (it may go to the pool)."""
         self.data = None
+        self.ser = None
         self.keepalive = None
         self.discard()
 
@@ -196,14 +202,30 @@ def make_token(int flags, payload, bint keep_link=False):
         except OSError:
             pass
         return Token(flags & ~F_SEGMENT, view, None, contained)
-    if isinstance(payload, memoryview):
-        payload = payload.tobytes()
+    # An inline pack stays a read-only view into the frame it came in (no copy).
     return Token(flags, payload, None, contained)
+
+
+def _frame_from(head, ser):
+    """``head`` + the pack of ``ser``, assembled in one buffer: one copy of the value's bytes."""
+    if type(ser) is Packed:
+        return head + (<Packed>ser).data
+    header, inband_at, offsets = ser._layout()
+    cdef Py_ssize_t base = len(head)
+    out = bytearray(base + ser.size)
+    out[:base] = head
+    out[base:base + len(header)] = header
+    out[base + inband_at:base + inband_at + len(ser.inband)] = ser.inband
+    for (o, n), b in zip(offsets, ser.buffers):
+        out[base + o:base + o + n] = b.cast("B") if b.ndim != 1 or b.format != "B" else b
+    return out
 
 
 def frame_for(int conn, int64_t index, Token tok, link=None):
     """A TOKEN frame for ``tok``; ``link`` is the reader's hard link when the value is a segment."""
     cdef int flags = tok.flags
+    if link is None and tok.data is None and tok.ser is not None and not flags & F_REFS:
+        return _frame_from(_token_header_pack(TOKEN, conn, index, flags), tok.ser)
     if link is not None:
         body = link.encode()
         flags |= F_SEGMENT
@@ -390,7 +412,7 @@ def serialize_token(value, bint is_error, shm_prefix, int64_t index, int conn):
     if contained:
         flags |= F_REFS
     if ser.size <= serialization.INLINE_LIMIT:
-        return Token(flags, ser.pack(), None, contained, value if contained else None)
+        return Token(flags, None, None, contained, value if contained else None, ser)
     path = f"{shm_prefix}-rt{index}c{conn}-{os.urandom(6).hex()}"
     ser.write_segment(path)
     return Token(flags, None, path, contained, value if contained else None)
@@ -723,6 +745,9 @@ cdef class WorkerReactor:
             return
         local, targets = route
         cdef object frame = None
+        cdef bint keep = 0 not in targets or tok.flags & F_REFS
+        if local or keep:
+            tok.view()          # packed now: the value is a snapshot, whatever the actor does with it next
         if local:
             self.buf[(conn, index)] = tok
         for target in targets:
@@ -737,9 +762,10 @@ cdef class WorkerReactor:
                 if frame is None:
                     frame = frame_for(conn, index, tok, None)
                 self._write(self.out_rings[target], frame)
+        tok.ser = None          # frames are built: no reference to the actor's own buffers remains
         if tok.flags & F_REFS:
             self._write(self.to_driver, control_frame(NOTE, ("refs", index)))
-        if 0 not in targets or tok.flags & F_REFS:
+        if keep:
             # The driver keeps what it receives; only values it never sees wait here for a deopt.
             self.retained[(conn, index)] = tok
         elif tok.path is not None:

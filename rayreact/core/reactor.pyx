@@ -919,6 +919,9 @@ cdef class DriverPath:
     cdef object ref_type
     cdef object new_id
     cdef object deopt
+    cdef list gaps                     # per position: recent time from this call to the next API call
+    cdef int64_t last_call
+    cdef double last_call_time
 
     def __init__(self, run, ops, int64_t start, int64_t period, int64_t first, outs, Gather gather, double spin,
                  const_conns, writer_of, ref_type, new_id, deopt, bint defer, double wake_delay, poller):
@@ -948,6 +951,9 @@ cdef class DriverPath:
         self.defer = defer
         self.wake_delay = wake_delay
         self.poller = poller
+        self.gaps = [0.0] * period
+        self.last_call = -1
+        self.last_call_time = 0.0
 
     # ------------------------------------------------------------------ calls
     def call(self, actor_id, method, tuple args, dict kwargs, int nret):
@@ -1002,7 +1008,16 @@ cdef class DriverPath:
             frame = INVOKE_HEADER.pack(INVOKE, idx, 0)
         self.idx = idx + 1
         self.write(link, frame)
-        if op[9] or (self.unwoken and monotonic_s() - self.unwoken_since > self.wake_delay):
+        # Defer the wake only inside a burst of calls: if the script usually computes between this call and
+        # the next, wake now so the worker runs meanwhile.
+        cdef double now = monotonic_s()
+        if self.last_call == idx - 1:
+            qp = (idx - 1 - self.start) % self.period
+            self.gaps[qp] = 0.75 * <double>self.gaps[qp] + 0.25 * (now - self.last_call_time)
+        self.last_call = idx
+        self.last_call_time = now
+        if op[9] or <double>self.gaps[q] > self.wake_delay or (
+                self.unwoken and now - self.unwoken_since > self.wake_delay):
             self.wake()
         windows = self.windows
         window = windows[len(windows) - 1][1]

@@ -27,6 +27,16 @@ Waiting is ``channel.Poller.wait``: a short spin with the GIL released, then a
 futex wait on the worker's doorbell, with a timeout so a worker notices its
 parent's death.  Every write that finds a ring full drains this worker's own
 input rings while it waits, so no cycle of full rings can deadlock.
+
+The driver's side lives here too, because it runs on every call: ``DriverPath``
+(guard check, one INVOKE frame, a light ObjectRef; gets read tokens straight off
+the rings) and ``Gather``, a futex word the workers count their frames to the
+driver on, so a get of N results wakes the driver once instead of N times.
+Worker wakes are deferred to the end of a tight burst of calls, so the driver
+is not preempted by each worker it wakes.  Large values travel as segment files
+from the session's segment pool (warm pages); a reader gets its own hard link
+and the pool recycles a file only once nobody maps it and no other name for it
+exists.
 """
 
 import asyncio

@@ -19,6 +19,11 @@
 
 Calls made inside workers never come through here: they stay dynamic.
 
+Declined (the pattern runs dynamically, ``explain()`` says why): periods with
+task calls, refs nested in arguments (passed as refs), threaded or async
+actors, actors that may restart, generator calls, values the plan starts
+from that nest refs.
+
 Lock order: ``Reactor.lock`` may be held while taking ``Runtime._lock``, never
 the reverse; hooks that run under the runtime's lock (a worker died) only set
 flags and ring the replay doorbell.

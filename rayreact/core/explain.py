@@ -43,10 +43,10 @@ class Explanation:
                  f"{self.periods_replayed} periods replayed, {len(self.fallbacks)} fallback(s), "
                  f"{snap.get('events', 0)} driver API events so far"]
         if self.plan is not None:
-            lines.append("latest plan: " + self.plan.describe().replace("\n", "\n  "))
+            lines.append("latest plan: " + _readable(self.plan, self.plan.describe()).replace("\n", "\n  "))
         for r in self.runs:
             state = "replaying" if r["ended"] is None else f"ended: {r['reason']}"
-            workers = ", ".join(f"{name} = {cls} pid {pid}" for name, (pid, cls) in r["workers"].items())
+            workers = ", ".join(f"{_readable(r['plan'], name)} pid {pid}" for name, (pid, cls) in r["workers"].items())
             lines.append(f"run {r['number']}: period {r['plan'].period}, from event {r['first']}, "
                          f"{r['periods']} periods ({state}); {workers}")
         if self.fallbacks:
@@ -66,7 +66,7 @@ class Explanation:
     def to_dot(self):
         if self.plan is None:
             return 'digraph plan {\n  label="no plan";\n}'
-        return self.plan.to_dot()
+        return _readable(self.plan, self.plan.to_dot())
 
     def write_dot(self, path):
         with open(path, "w") as f:
@@ -83,6 +83,17 @@ class Explanation:
                 return path
         _draw_with_matplotlib(self.plan, path)
         return path
+
+
+def _readable(plan, text):
+    """Name actors by class and position (``actor:Policy#2``) instead of their 32-digit ids."""
+    seen = {}
+    for r in plan.reactors:
+        if r.kind == "actor" and r.actor:
+            cls = (r.class_key or "actor").rsplit(".", 1)[-1]
+            seen[cls] = seen.get(cls, 0) + 1
+            text = text.replace(f"actor:{r.actor}", f"actor:{cls}#{seen[cls]}")
+    return text
 
 
 def explain(path=None, *, dot=None, png=None, quiet=False, file=None):
@@ -126,7 +137,9 @@ def _draw_with_matplotlib(plan, path):
     import matplotlib
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(8, 6))
+    width = 8 if plan is None else max(6.0, 1.25 * len(plan.reactors) + 1)
+    height = 6 if plan is None else max(4.0, 0.45 * plan.period + 2)
+    fig, ax = plt.subplots(figsize=(width, height))
     ax.axis("off")
     if plan is None:
         ax.text(0.5, 0.5, "no plan", ha="center")
@@ -142,8 +155,8 @@ def _draw_with_matplotlib(plan, path):
                 continue
             spot[q] = (column[r.name], -q)
     for i, r in enumerate(plan.reactors):
-        label = r.name if r.kind != "actor" else f"{r.class_key or 'actor'} #{i}"
-        ax.text(i, 1, label, ha="center", va="bottom", fontsize=9, weight="bold")
+        label = r.name if r.kind != "actor" else f"{(r.class_key or 'actor').rsplit('.', 1)[-1]} #{i}"
+        ax.text(i, 1, label, ha="left", va="bottom", fontsize=8, weight="bold", rotation=25)
     for q, (x, y) in spot.items():
         reaction = plan.reactions[q]
         ax.text(x, y, f"{q}: {reaction.target or reaction.op}", ha="center", va="center", fontsize=8,
@@ -159,7 +172,7 @@ def _draw_with_matplotlib(plan, path):
                         arrowprops=dict(arrowstyle="->", color="#b03a2e" if u.lag else "#333333",
                                         linestyle="--" if u.lag else "-", connectionstyle="arc3,rad=0.15"))
     ax.set_xlim(-0.8, len(names) - 0.2)
-    ax.set_ylim(-plan.period - 0.5, 1.6)
+    ax.set_ylim(-plan.period - 0.5, 2.6)
     ax.set_title(f"rayreact plan: period {plan.period}")
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -50,6 +50,16 @@ print(ray.get(holders))
 svc = Service.remote()
 print("pings", ray.get([svc.ping.remote(i) for i in range(3)]))
 ray.kill(svc)
+# Ray's kill is asynchronous (a call sent right after it may still run there); wait until the
+# actor is gone, so both runtimes take the same path.
+import time
+while True:
+    ready, _ = ray.wait([svc.__ray_ready__.remote()], timeout=10)
+    try:
+        ray.get(ready)
+    except RayActorError:
+        break
+    time.sleep(0.05)
 try:
     ray.get(svc.ping.remote(99))
 except RayActorError:

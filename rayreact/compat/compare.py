@@ -232,6 +232,11 @@ def report(ns, ray_results, candidates, comparisons, out=sys.stdout):
     return status
 
 
+def _calls(events):
+    """Executed calls in a trace (``wait`` markers are not calls)."""
+    return sum(1 for e in events if e.get("kind") != "wait")
+
+
 def summary_json(ns, ray_results, candidates, comparisons, status):
     ray_time = min(r.wall_s for r in ray_results)
     return {
@@ -239,10 +244,10 @@ def summary_json(ns, ray_results, candidates, comparisons, status):
         "args": ns.args,
         "status": status,
         "ray": [{"label": r.label, "wall_s": r.wall_s, "exit_code": r.exit_code,
-                 "events": len(trace.load(r.trace_path))} for r in ray_results],
+                 "events": _calls(trace.load(r.trace_path))} for r in ray_results],
         "candidates": [{
             "label": c.label, "wall_s": c.wall_s, "exit_code": c.exit_code,
-            "events": len(trace.load(c.trace_path)),
+            "events": _calls(trace.load(c.trace_path)),
             "speedup": (ray_time / c.wall_s) if c.wall_s and not c.timed_out else None,
             "diverged": comp.diverged if comp is not None else None,
             "units": dict(comp.counts()) if comp is not None else {},

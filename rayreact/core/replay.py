@@ -60,7 +60,7 @@ LAST_SNAPSHOT = None                   # the last session's snapshot: explain() 
 
 REPEATS = int(os.environ.get("RAYREACT_REPEATS", "3"))
 WINDOW = 4096                          # events infer looks at
-MAX_TRACE = 16384                      # a recorder that found nothing this long starts afresh
+MAX_TRACE = 8192                       # a recording that found nothing this long gives up (for a cool-down)
 RING_CAPACITY = 1 << 20
 COOLDOWN_FIRST = 64                    # dynamic events before recording again, doubled after each deopt
 COOLDOWN_MAX = 1 << 16
@@ -219,18 +219,19 @@ class Reactor:
         if event_kind in ("get", "wait") and self.pending is None:
             self._maybe_infer()
         elif len(rec.trace.events) > MAX_TRACE:
-            self._start_recording()
+            self._refuse(f"no repeating pattern in {MAX_TRACE} calls")
 
     def _maybe_infer(self):
         rec = self.recorder
         n = len(rec.trace.events)
         if n < self.next_attempt:
             return
-        self.next_attempt = n + max(8, min(n // 4, 256))
+        # Geometric spacing: infer's work stays a small constant per recorded event.
+        self.next_attempt = n + max(8, n // 4)
         plan = infer(rec.trace, repeats=REPEATS, window=WINDOW)
         if plan is None:
             if n > MAX_TRACE:
-                self._start_recording()
+                self._refuse(f"no repeating pattern in {MAX_TRACE} calls")
             return
         self.plans_found += 1
         if not plan.replayable:

@@ -141,6 +141,12 @@ class Reactor:
         self._go_dynamic(self.backoff)
         self.backoff = min(self.backoff * 2, COOLDOWN_MAX)
 
+    def _no_pattern(self):
+        """A long recording found nothing: record again only after at least as long a dynamic stretch,
+        so a script without a fixed pattern spends most of its calls unrecorded."""
+        self.backoff = max(self.backoff, MAX_TRACE)
+        self._refuse(f"no repeating pattern in {MAX_TRACE} calls")
+
     def _enter(self):
         """Called under ``self.lock`` at the start of every API event: True if this event replays."""
         state = self.state
@@ -219,7 +225,7 @@ class Reactor:
         if event_kind in ("get", "wait") and self.pending is None:
             self._maybe_infer()
         elif len(rec.trace.events) > MAX_TRACE:
-            self._refuse(f"no repeating pattern in {MAX_TRACE} calls")
+            self._no_pattern()
 
     def _maybe_infer(self):
         rec = self.recorder
@@ -227,11 +233,11 @@ class Reactor:
         if n < self.next_attempt:
             return
         # Geometric spacing: infer's work stays a small constant per recorded event.
-        self.next_attempt = n + max(8, n // 4)
+        self.next_attempt = n + max(8, n // 2)
         plan = infer(rec.trace, repeats=REPEATS, window=WINDOW)
         if plan is None:
             if n > MAX_TRACE:
-                self._refuse(f"no repeating pattern in {MAX_TRACE} calls")
+                self._no_pattern()
             return
         self.plans_found += 1
         if not plan.replayable:

@@ -965,11 +965,7 @@ class Runtime(context.RuntimeHooks):
             spec = w.task
             w.task = None
             if spec is not None:
-                if spec.pg:
-                    self._pg_release(spec)
-                else:
-                    self._release(spec.resources)
-                self._give_gpus(spec.gpu_ids, spec.resources.get("GPU", 0))
+                self._release_task_resources(spec)
             if not w.dead:
                 self.idle_task_workers.append(w)
         if spec is None:
@@ -993,6 +989,14 @@ class Runtime(context.RuntimeHooks):
                 self._maybe_retire(w.actor)
             return
         self._schedule()
+
+    def _release_task_resources(self, spec):
+        """A task left its worker (done, crashed or cancelled): give back its CPU/GPU/custom share."""
+        if spec.pg:
+            self._pg_release(spec)
+        else:
+            self._release(spec.resources)
+        self._give_gpus(spec.gpu_ids, spec.resources.get("GPU", 0))
 
     def _should_retry_exception(self, spec, results):
         if spec.retry_exceptions is True:
@@ -1280,11 +1284,7 @@ class Runtime(context.RuntimeHooks):
             spec = w.task
             w.task = None
             if spec is not None:
-                if spec.pg:
-                    self._pg_release(spec)
-                else:
-                    self._release(spec.resources)
-                self._give_gpus(spec.gpu_ids, spec.resources.get("GPU", 0))
+                self._release_task_resources(spec)
                 if spec.cancelled:
                     self._complete_with_error(spec, exceptions.TaskCancelledError(spec.task_id.hex()))
                 elif spec.retries_left > 0:

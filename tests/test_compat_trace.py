@@ -303,3 +303,14 @@ def test_call_counts_that_follow_timing_after_wait_are_a_warning_not_a_divergenc
     # A method Ray never ran is a divergence even then.
     other = cand + [ev("actor_call", "W#1", "explode", 5, t=9, pid=2)]
     assert diff.compare_runs([diff.summarize(ray1), diff.summarize(ray2)], diff.summarize(other)).diverged
+
+
+def test_calls_that_start_after_a_kill_are_not_compared():
+    # Ray's kill is asynchronous: the call sent after it ran there (t=3 > kill at t=2.5).
+    ray_run = actor("A#0", [("m", "1", "x"), ("m", "2", "y"), ("m", "3", "z")]) + \
+        [{"kind": "kill", "target": "A#0", "pid": 9, "t": 2}]
+    cand = actor("A#0", [("m", "1", "x")])
+    result = compare([ray_run, ray_run], cand)
+    assert not result.diverged
+    # Calls before the kill still count.
+    assert compare([ray_run], actor("A#0", [("m", "1", "DIFFERENT")])).diverged

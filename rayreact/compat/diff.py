@@ -26,6 +26,9 @@ and a candidate that differs from Ray only in what a weaker projection forgets
 is reported as a nondeterminism warning, not a divergence (for such scripts a
 stdout difference is a warning too once Ray's own runs have been seen to vary).
 
+Calls that start in an actor after the driver killed it are dropped: Ray's kill
+is asynchronous, so whether they run at all is timing.
+
 Stdout is compared line by line after dropping lines forwarded from workers
 (``(f pid=123) ...``): lines identical in all Ray runs must be identical in the
 candidate; when Ray runs print different numbers of lines, stdout is not
@@ -99,9 +102,12 @@ def summarize(events) -> TraceSummary:
     partial_waits = 0
     first_wait_t = None
     actor_events = {}
+    killed_at = {}
     for e in events:
         kind = e.get("kind")
-        if kind == "wait":
+        if kind == "kill":
+            killed_at[e["target"]] = min(killed_at.get(e["target"], e["t"]), e["t"])
+        elif kind == "wait":
             if e.get("partial"):
                 partial_waits += 1
                 t = e.get("t", 0)
@@ -117,6 +123,8 @@ def summarize(events) -> TraceSummary:
         unit = Unit(name, key, ordered=True)
         unit.concurrent = any(e.get("concurrent") for e in evs if e["kind"] == "actor_create")
         unit.calls = [_call_of(e) for e in _execution_order(evs)]
+        if key in killed_at:  # Ray may still run calls sent after an (asynchronous) kill
+            unit.calls = [c for c in unit.calls if c.t < killed_at[key]]
         units[name] = unit
     return TraceSummary(units, partial_waits, len(events), first_wait_t)
 

@@ -35,13 +35,14 @@ _MARK = "_rayreact_traced"
 
 
 def install(ray_module, trace_path):
-    """Make ``ray_module.remote`` and ``ray_module.wait`` trace into ``trace_path``."""
+    """Make ``ray_module.remote``, ``.wait`` and ``.kill`` trace into ``trace_path``."""
     if getattr(ray_module.remote, _MARK, False):
         return
     trace_path = str(trace_path)
     backend = ray_module.__name__
     real_remote = ray_module.remote
     real_wait = ray_module.wait
+    real_kill = ray_module.kill
     writer = trace.writer_for(trace_path)
 
     @functools.wraps(real_remote)
@@ -63,10 +64,19 @@ def install(ray_module, trace_path):
             trace.record_wait(writer, partial=True)
         return ready, pending
 
+    @functools.wraps(real_kill)
+    def kill(actor, *args, **kwargs):
+        no_restart = kwargs.get("no_restart", args[0] if args else True)
+        key = _KEY_BY_ACTOR_ID.get(_actor_id_of(actor))
+        if key is not None and no_restart:
+            trace.record_kill(writer, key)
+        return real_kill(actor, *args, **kwargs)
+
     setattr(remote, _MARK, True)
     setattr(wait, _MARK, True)
     ray_module.remote = remote
     ray_module.wait = wait
+    ray_module.kill = kill
 
 
 def _ensure_installed(backend, trace_path):
@@ -145,6 +155,15 @@ class _ActorState:
 
 # One actor per worker process under Ray; keyed by instance all the same.
 _ACTORS: dict = {}
+
+
+# Actor keys by actor id, for the handles this process created (the ones it can kill by key).
+_KEY_BY_ACTOR_ID = {}
+
+
+def _actor_id_of(handle):
+    actor_id = getattr(handle, "_actor_id", None)
+    return actor_id.hex() if hasattr(actor_id, "hex") else None
 
 
 # Closures below are pickled by value into Ray's workers; they must reach this
@@ -278,7 +297,11 @@ class TracedActorClass:
             or bool(options.get("concurrency_groups"))
         info = {"key": trace.actor_key(self._user_class.__name__), "concurrent": concurrent}
         target = self._backend_class.options(**options) if options else self._backend_class
-        return target.remote(*args, **{**kwargs, HIDDEN_KWARG: info})
+        handle = target.remote(*args, **{**kwargs, HIDDEN_KWARG: info})
+        actor_id = _actor_id_of(handle)
+        if actor_id is not None:
+            _KEY_BY_ACTOR_ID.setdefault(actor_id, info["key"])
+        return handle
 
     def __getattr__(self, name):
         backend_class = self.__dict__.get("_backend_class")

@@ -8,7 +8,7 @@ inside Ray's worker processes.  :mod:`rayreact.compat.diff` compares two traces.
 
 Event fields (one JSON object a line)::
 
-    kind     "task" | "actor_create" | "actor_call" | "wait"
+    kind     "task" | "actor_create" | "actor_call" | "wait" | "kill"
     target   task: the function's ``__qualname__``;
              actor: its key, ``<Class>#<n>``, where n counts ``.remote()`` calls on
              actor classes of that name in the creating process, from 0.  Actors
@@ -36,6 +36,12 @@ Event fields (one JSON object a line)::
     {"kind": "wait", "partial": true, "pid": ..., "t": ...}  is written when a
     process' ``wait`` returned while some refs were still pending: from there
     on, call order may depend on timing.  Only the real-Ray side writes these.
+
+    {"kind": "kill", "target": <actor key>, "pid": ..., "t": ...}  is written
+    when the driver calls ``kill`` (no restart) on an actor it created.  Ray's
+    kill is asynchronous: a call sent after it may still run in the actor (its
+    caller gets RayActorError all the same), so calls that start after the
+    kill are not compared.  Only the real-Ray side writes these.
 
 Digests (:func:`digest`) are 16 hex characters of BLAKE2b over a canonical
 encoding that is the same in every process and every run: numpy arrays by dtype,
@@ -505,3 +511,9 @@ def record_wait(writer, partial: bool):
     """A ``wait`` returned; ``partial`` when some refs were still pending."""
     if writer is not None:
         writer.write({"kind": "wait", "partial": bool(partial), "pid": os.getpid(), "t": time.time_ns()})
+
+
+def record_kill(writer, actor_key: str):
+    """``kill`` (without restart) was called on the actor ``actor_key``."""
+    if writer is not None:
+        writer.write({"kind": "kill", "target": actor_key, "pid": os.getpid(), "t": time.time_ns()})

@@ -23,6 +23,14 @@ results (``get``/``wait`` in the driver, the main loop of a worker) registers as
 wake the *background* word, where the driver's service thread sleeps.  This
 keeps the service thread asleep while the main thread pumps messages itself,
 which saves a thread switch on every call.
+
+How long to spin depends on whether a core is free.  The driver's doorbell page
+holds one more word, *awake*: how many of the session's processes are not asleep
+on their doorbell (each worker adds itself when it starts, takes itself off while
+it sleeps, and the driver takes off a worker that died awake).  While at most one
+process per core is awake, a waiter spins long (the reply is coming from a
+process that has a core to itself); once more are awake, it spins only briefly,
+since spinning would take the core from a process doing real work.
 """
 
 from libc.stdint cimport uint32_t, uint64_t, int64_t
@@ -61,17 +69,54 @@ DEF HEADER = 512
 DEF DB_SEQ = 0
 DEF DB_SLEEPERS = 4
 DEF DB_ACTIVE = 8
+DEF DB_AWAKE = 96           # u32, in the driver's doorbell only: the session's processes not asleep
 DEF DB_BG_SEQ = 64
 DEF DB_BG_SLEEPERS = 68
 DEF DB_SIZE = 128
 
 cdef double SPIN_SECONDS = 50e-6
+cdef double SPIN_CROWDED_SECONDS = 3e-6
+cdef uint32_t* AWAKE = NULL          # the session's awake counter (see the module docstring)
+cdef object AWAKE_PAGE = None        # the Doorbell that maps it, kept alive
+cdef uint32_t CORES = max(1, len(_os.sched_getaffinity(0)))
 
 
 def set_spin_seconds(double seconds):
-    """How long a waiter spins before it blocks (0 disables spinning)."""
+    """How long a waiter spins before it blocks while cores are free (0 disables spinning)."""
     global SPIN_SECONDS
     SPIN_SECONDS = seconds
+
+
+def count_awake_on(Doorbell driver_bell, bint join):
+    """Count this process' waits in the session's awake counter; ``join`` adds this process to it."""
+    global AWAKE, AWAKE_PAGE
+    AWAKE_PAGE = driver_bell
+    AWAKE = <uint32_t*>(driver_bell.mapped.base + DB_AWAKE)
+    if join:
+        add_u32(AWAKE, 1)
+
+
+def stop_counting_awake():
+    global AWAKE, AWAKE_PAGE
+    AWAKE = NULL
+    AWAKE_PAGE = None
+
+
+def awake_processes():
+    """The session's awake counter (0 when this process does not count)."""
+    return load_u32(AWAKE) if AWAKE != NULL else 0
+
+
+def forget_awake_process():
+    """A process that died awake: take it off the counter."""
+    if AWAKE != NULL:
+        sub_u32(AWAKE, 1)
+
+
+cdef inline double spin_budget() nogil:
+    if AWAKE != NULL and load_u32(AWAKE) > CORES and SPIN_SECONDS > SPIN_CROWDED_SECONDS:
+        return SPIN_CROWDED_SECONDS
+    return SPIN_SECONDS
 
 
 class ChannelClosed(Exception):
@@ -159,6 +204,10 @@ cdef class Doorbell:
         """Wake whoever waits on this doorbell (cheap when nobody sleeps)."""
         self._ring()
 
+    def asleep(self):
+        """Whether a thread of the owning process sleeps on the active word now."""
+        return load_u32(self.sleepers) > 0
+
     def enter_active(self):
         add_u32(self.active, 1)
         full_fence()
@@ -218,7 +267,7 @@ cdef class Poller:
         """
         cdef uint32_t* word = self.bell.bg_seq if background else self.bell.seq
         cdef uint32_t* sleepers = self.bell.bg_sleepers if background else self.bell.sleepers
-        cdef double start, now, spin = SPIN_SECONDS
+        cdef double start, now, spin = spin_budget()
         cdef uint32_t seen
         cdef bint ready = False, slept = False
         cdef int k
@@ -240,7 +289,8 @@ cdef class Poller:
                     if now - start >= spin or now - start >= timeout_s:
                         break
             if not ready:
-                add_u32(sleepers, 1)
+                if add_u32(sleepers, 1) == 1 and AWAKE != NULL and not background:
+                    sub_u32(AWAKE, 1)
                 full_fence()
                 seen = load_u32(word)
                 if self._any_ready():
@@ -251,7 +301,8 @@ cdef class Poller:
                         futex_wait(word, seen, timeout_s - (now - start))
                     ready = self._any_ready()
                     slept = True
-                sub_u32(sleepers, 1)
+                if sub_u32(sleepers, 1) == 0 and AWAKE != NULL and not background:
+                    add_u32(AWAKE, 1)
             if not background:
                 now = monotonic_s()
                 if not slept or (ready and now - start <= SPIN_SECONDS):
@@ -403,7 +454,7 @@ cdef class Ring:
                 now = monotonic_s()
                 if timeout_s > 0 and now - start >= timeout_s:
                     break
-                if now - start < SPIN_SECONDS:
+                if now - start < spin_budget():
                     cpu_relax()
                     continue
                 add_u32(self.writer_waits, 1)

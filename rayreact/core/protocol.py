@@ -8,7 +8,7 @@ Driver ──▶ worker                         Worker ──▶ driver
   REPLY       req_id, payload                EXITING     reason
   EXIT        —
   CANCEL      task_id
-  SET_SPIN    seconds      (spin less once processes outnumber cores)                      Zygote ──▶ driver
+                                                                                         Zygote ──▶ driver
                                              SPAWNED     worker_index, pid
                                              DIED        pid, status
   (worker) STREAM_ITEM task_id, item_id, descriptor, keep   (one yielded value of a generator task)
@@ -19,7 +19,7 @@ An object travels as a *descriptor* ``(kind, payload, contained, is_error)``:
 
 import pickle
 
-DEFINE, RUN_TASK, CREATE, CALL, REPLY, EXIT, CANCEL, SET_SPIN = range(8)
+DEFINE, RUN_TASK, CREATE, CALL, REPLY, EXIT, CANCEL = range(7)
 REACTOR = 8        # ('start', program) | ('ack', plan): a replayed plan (see core.reactor)
 READY, DONE, REQUEST, RELEASE, EXITING, SPAWNED, DIED, STREAM_ITEM = range(10, 18)
 

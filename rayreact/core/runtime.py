@@ -43,8 +43,7 @@ from .serialization import INLINE, SEGMENT
 logger = logging.getLogger("rayreact")
 
 RING_CAPACITY = 1 << 21          # 2 MiB per direction per worker
-SPIN_ALONE = 50e-6               # spin before sleeping while every process can have a core
-SPIN_CROWDED = 3e-6              # ...and once processes outnumber cores, spinning only steals CPU from peers
+SPIN_SECONDS = 50e-6             # spin before sleeping while a core is free (channel.pyx spins less when none is)
 PENDING, READY = 0, 1
 
 
@@ -214,6 +213,9 @@ class Runtime(context.RuntimeHooks):
         prefix = os.path.join(self.shm_dir, f"rr-{self.session}")
         self._prefix = prefix
         self.bell = channel.Doorbell(f"{prefix}-driver-bell", True)
+        self._spin = SPIN_SECONDS
+        channel.set_spin_seconds(SPIN_SECONDS)
+        channel.count_awake_on(self.bell, True)
         self.poller = channel.Poller(self.bell)
         self.zygote_ring = channel.Ring(f"{prefix}-zygote", 1 << 16, True)
         self._rings = [self.zygote_ring]
@@ -283,32 +285,13 @@ class Runtime(context.RuntimeHooks):
             "to_worker": w.to_ring.path, "from_worker": w.from_ring.path, "worker_bell": w.bell.path,
             "driver_bell": self.bell.path, "env": env, "log_to_driver": self.log_to_driver,
             "namespace": self.namespace, "job_id": self.job_id, "node_id": self.node_id,
-            "display_name": display_name, "spin": self._spin_for(self._competitors() + (kind == "actor")),
+            "display_name": display_name, "spin": SPIN_SECONDS,
         }
         self._zygote_command(("spawn", spec))
-        self._retune_spin()
         return w
 
     def _live_workers(self):
         return [w for w in self.workers.values() if not w.dead]
-
-    def _competitors(self):
-        """Processes that may want a core at once: every actor, and the task pool as one (idle ones sleep)."""
-        live = self._live_workers()
-        actors = sum(1 for w in live if w.kind == "actor")
-        return actors + (1 if len(live) > actors else 0)
-
-    def _spin_for(self, n_workers):
-        return SPIN_ALONE if n_workers + 1 <= (os.cpu_count() or 1) else SPIN_CROWDED
-
-    def _retune_spin(self):
-        live = self._live_workers()
-        spin = self._spin_for(self._competitors())
-        if spin != getattr(self, "_spin", None):
-            self._spin = spin
-            channel.set_spin_seconds(spin)
-            for w in live:
-                self._send(w, (protocol.SET_SPIN, spin))
 
     # ================================================================== messaging
     def _send(self, w, msg):
@@ -1273,7 +1256,8 @@ class Runtime(context.RuntimeHooks):
 
     def _on_worker_died(self, w, reason):
         w.dead = True
-        self._retune_spin()
+        if w.pid and not w.bell.asleep():
+            channel.forget_awake_process()   # it died awake: it no longer wants a core
         if w.from_ring in self._rings:
             self._rings.remove(w.from_ring)
             self.poller.set_rings(self._rings)
@@ -1779,6 +1763,7 @@ class Runtime(context.RuntimeHooks):
                     self._send(w, (protocol.EXIT,))
             self._flush_outboxes()
         self._running = False
+        channel.stop_counting_awake()
         self.bell.ring()
         self._service.join(timeout=2)
         self._zygote_command(("shutdown",))

@@ -147,6 +147,7 @@ class Worker(context.RuntimeHooks):
         self._bell = channel.Doorbell(spec["worker_bell"])
         self._bell.enter_active()
         driver_bell = channel.Doorbell(spec["driver_bell"])
+        channel.count_awake_on(driver_bell, True)
         self._inbound = channel.Ring(spec["to_worker"])
         self._inbound.writer_bell = driver_bell
         self._outbound = channel.Ring(spec["from_worker"])
@@ -232,8 +233,6 @@ class Worker(context.RuntimeHooks):
             self._running = False
             self._shutdown_executors()
             self.send((protocol.EXITING, "exit"))
-        elif kind == protocol.SET_SPIN:
-            channel.set_spin_seconds(msg[1])
         elif kind == protocol.CANCEL:
             pass
         elif kind == protocol.REACTOR:

@@ -1,0 +1,74 @@
+"""The Cython channel layer: rings, and the session's awake counter that sizes spinning."""
+import os
+import signal
+import time
+
+import pytest
+
+from rayreact.core import channel
+
+from conftest import wait_until
+
+
+def test_ring_round_trips_frames_in_order(tmp_path):
+    ring = channel.Ring(str(tmp_path / "ring"), 1 << 12, True)
+    frames = [b"", b"x", os.urandom(100), os.urandom(1000)]
+    for f in frames:
+        assert ring.try_write(f)
+    assert [ring.read() for _ in frames] == frames
+    assert ring.read() is None
+    ring.close()
+
+
+def test_full_ring_refuses_without_writing(tmp_path):
+    ring = channel.Ring(str(tmp_path / "ring"), 1 << 10, True)
+    written = 0
+    while ring.try_write(b"a" * 100):
+        written += 1
+    assert 0 < written < 11
+    assert len(ring.read_all()) == written
+    with pytest.raises(ValueError, match="exceeds"):
+        ring.try_write(b"a" * 1000)
+    ring.close()
+
+
+@pytest.fixture
+def rayreact_session():
+    import rayreact
+    rayreact.init(num_cpus=2)
+    yield rayreact
+    rayreact.shutdown()
+
+
+def test_idle_workers_are_not_counted_awake(rayreact_session):
+    ray = rayreact_session
+
+    @ray.remote
+    class Echo:
+        def ping(self, i):
+            return i
+
+    echo = Echo.remote()
+    assert ray.get([echo.ping.remote(i) for i in range(50)]) == list(range(50))
+    # Only the driver's main thread is awake once the actor and the task pool sleep.
+    wait_until(lambda: channel.awake_processes() == 1, timeout=10)
+
+
+def test_a_worker_killed_while_awake_is_taken_off_the_count(rayreact_session):
+    ray = rayreact_session
+
+    @ray.remote
+    class Busy:
+        def pid(self):
+            return os.getpid()
+
+        def spin(self):
+            while True:
+                pass
+
+    busy = Busy.remote()
+    pid = ray.get(busy.pid.remote())
+    busy.spin.remote()
+    wait_until(lambda: channel.awake_processes() == 2, timeout=10)
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: channel.awake_processes() == 1, timeout=10)

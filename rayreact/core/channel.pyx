@@ -113,6 +113,11 @@ def forget_awake_process():
         sub_u32(AWAKE, 1)
 
 
+def spin_now():
+    """How long a waiter in this process would spin right now (see the module docstring)."""
+    return spin_budget()
+
+
 cdef inline double spin_budget() nogil:
     if AWAKE != NULL and load_u32(AWAKE) > CORES and SPIN_SECONDS > SPIN_CROWDED_SECONDS:
         return SPIN_CROWDED_SECONDS

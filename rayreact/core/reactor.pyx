@@ -1149,7 +1149,7 @@ cdef class DriverPath:
             remaining = 0.5 if deadline < 0 else min(0.5, deadline - monotonic_s())
             if remaining <= 0:
                 return tokens
-            self.gather.wait(seen + <uint32_t>(need - have), remaining, self.spin)
+            self.gather.wait(seen + <uint32_t>(need - have), remaining, min(self.spin, channel.spin_now()))
 
     # ------------------------------------------------------------------ rings
     cpdef bint drain(self) except *:

@@ -629,7 +629,7 @@ class ReplayRun:
                         pair_path[key] = f"{prefix}-p{self.links[c.reactor].w.index}-{self.links[reader].w.index}"
                         self._ring(pair_path[key]).close()
         bell_path = self.bell.path
-        spin = 50e-6 if len(self.links) + 1 <= (os.cpu_count() or 1) else 0.0
+        spin = 50e-6   # the longest spin; channel.spin_now() cuts it while processes outnumber cores
         self.spin = spin
         programs = {}
         for name, link in self.links.items():

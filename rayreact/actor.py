@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 
+from ._arity import arity_check
 from . import options as _options
 from .core import context
 
@@ -29,12 +30,13 @@ def method(*args, **kwargs):
 class MethodInfo:
     """What a caller needs to know about one actor method: plain data, shipped with handles."""
 
-    __slots__ = ("name", "num_returns", "signature", "is_async", "takes_self")
+    __slots__ = ("name", "num_returns", "signature", "arity", "is_async", "takes_self")
 
     def __init__(self, name, num_returns, signature, is_async, takes_self):
         self.name = name
         self.num_returns = num_returns
         self.signature = signature
+        self.arity = arity_check(signature)
         self.is_async = is_async
         self.takes_self = takes_self
 
@@ -210,12 +212,9 @@ class ActorMethod:
 
     def remote(self, *args, **kwargs):
         from . import _api
-        sig = self._info.signature
-        if sig is not None:
-            try:
-                sig.bind(*args, **kwargs)
-            except TypeError as exc:
-                raise TypeError(f"{self._info.name}() {exc}") from None
+        arity = self._info.arity
+        if arity is not None:
+            arity.check(self._info.name, args, kwargs)
         return _api._runtime().submit_actor_call(self._handle, self._info, args, kwargs, self._num_returns)
 
     def options(self, **method_options):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 
+from ._arity import arity_check
 from . import options as _options
 
 
@@ -17,6 +18,7 @@ class RemoteFunction:
         self._function = function
         self._default_options = task_options
         self._signature = _safe_signature(function)
+        self._arity = arity_check(self._signature)
         generator = inspect.isgeneratorfunction(function) or inspect.isasyncgenfunction(function)
         self._default_num_returns = "streaming" if generator else 1
         self._function_name = f"{function.__module__}.{function.__qualname__}"
@@ -53,11 +55,8 @@ class RemoteFunction:
 
     def _remote(self, args, kwargs, task_options):
         from . import _api
-        if self._signature is not None:
-            try:
-                self._signature.bind(*args, **kwargs)
-            except TypeError as exc:
-                raise TypeError(f"{self._function.__qualname__}() {exc}") from None
+        if self._arity is not None:
+            self._arity.check(self._function.__qualname__, args, kwargs)
         return _api._runtime().submit_task(self, args, kwargs, task_options)
 
     def __reduce__(self):

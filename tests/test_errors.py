@@ -222,3 +222,33 @@ def test_runtime_still_usable_after_bad_submission(ray_backend):
     with pytest.raises(TypeError):
         f.remote()
     assert ray_backend.get(f.remote(21)) == 42
+
+
+def _with_defaults(a, b=1, *rest, scale=1):
+    return (a + b + sum(rest)) * scale
+
+
+def _keyword_only(a, *, k):
+    return a + k
+
+
+def test_arity_is_checked_at_submission_for_every_parameter_kind(ray_backend):
+    plain = ray_backend.remote(_with_defaults)
+    assert ray_backend.get([plain.remote(1), plain.remote(1, 2, 3, 4), plain.remote(1, scale=2)]) == [2, 10, 4]
+    with pytest.raises(TypeError, match="missing a required argument: 'a'"):
+        plain.remote()
+    keyword = ray_backend.remote(_keyword_only)
+    with pytest.raises(TypeError, match="missing a required argument: 'k'"):
+        keyword.remote(1)
+    with pytest.raises(TypeError, match="too many positional arguments"):
+        keyword.remote(1, 2)
+    assert ray_backend.get(keyword.remote(1, k=2)) == 3
+
+
+def test_actor_method_arity_is_checked_at_submission(ray_backend):
+    holder = ray_backend.remote(Flaky).remote()
+    with pytest.raises(TypeError, match="too many positional arguments"):
+        holder.echo.remote(1, 2)
+    with pytest.raises(TypeError, match="missing a required argument"):
+        holder.echo.remote()
+    assert ray_backend.get(holder.echo.remote(5)) == 5

@@ -133,12 +133,7 @@ def ring_file_size(uint64_t capacity):
 
 
 cdef class _Mapped:
-    """A shared file mapped into this process; keeps the mmap alive."""
-    cdef object mm
-    cdef Py_buffer view
-    cdef char* base
-    cdef bint has_view
-    cdef readonly str path
+    # Attributes are declared in channel.pxd (reactor.pyx maps its futex page with it too).
 
     def __cinit__(self, str path, Py_ssize_t size, bint create):
         self.has_view = False

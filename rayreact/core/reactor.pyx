@@ -52,6 +52,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, 
 
 from .. import exceptions
 from . import channel, ids, protocol, refcount, serialization
+from .channel cimport _Mapped
 
 cdef extern from "channel_sync.h" nogil:
     uint32_t load_u32(uint32_t* p)
@@ -331,28 +332,16 @@ cdef class Gather:
     misses), so a gather of N results wakes it once, not N times; writers make
     the wake syscall only when the target is met and the driver sleeps.
     """
-    cdef object mm
-    cdef Py_buffer view
-    cdef bint has_view
+    cdef _Mapped mapped
     cdef uint32_t* arrived
     cdef uint32_t* target
     cdef uint32_t* sleeping
     cdef readonly str path
 
     def __cinit__(self, str path, bint create=False):
-        import mmap
-        self.has_view = False
         self.path = path
-        fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o600)
-        try:
-            if create:
-                os.ftruncate(fd, 64)
-            self.mm = mmap.mmap(fd, 64)
-        finally:
-            os.close(fd)
-        PyObject_GetBuffer(self.mm, &self.view, PyBUF_SIMPLE | PyBUF_WRITABLE)
-        self.has_view = True
-        cdef char* base = <char*>self.view.buf
+        self.mapped = _Mapped(path, 64, create)
+        cdef char* base = self.mapped.base
         self.arrived = <uint32_t*>base
         self.target = <uint32_t*>(base + 4)
         self.sleeping = <uint32_t*>(base + 8)
@@ -399,19 +388,7 @@ cdef class Gather:
         return met
 
     def close(self):
-        if self.has_view:
-            PyBuffer_Release(&self.view)
-            self.has_view = False
-        if self.mm is not None:
-            try:
-                self.mm.close()
-            except BufferError:
-                pass
-            self.mm = None
-
-    def __dealloc__(self):
-        if self.has_view:
-            PyBuffer_Release(&self.view)
+        self.mapped.close()
 
 
 def serialize_token(value, bint is_error, shm_prefix, int64_t index, int conn):

@@ -205,6 +205,7 @@ class Runtime(context.RuntimeHooks):
         self._placement = None
         self._lent_cpu = 0.0
         self._streams = {}     # stream id -> StreamState, for generator tasks still being consumed
+        self._waiting_for_args = {}   # return id -> spec of a call waiting for its arguments
         self._handle_counts = {}
         self._pickled_handles = set()
         self._dropped_handles = collections.deque()
@@ -803,10 +804,14 @@ class Runtime(context.RuntimeHooks):
             then(spec)
             return
         spec.unresolved = len(set(missing))
+        for oid in spec.return_ids:
+            self._waiting_for_args[oid] = spec   # so cancel() finds it without a scan
 
         def on_ready(oid, e, spec=spec):
             spec.unresolved -= 1
             if spec.unresolved == 0:
+                for rid in spec.return_ids:
+                    self._waiting_for_args.pop(rid, None)
                 then(spec)
 
         for oid in set(missing):
@@ -1216,8 +1221,6 @@ class Runtime(context.RuntimeHooks):
                 arg_descs = self._ship_args(w, spec)
                 self._send(w, (protocol.CALL, spec.task_id, spec.method, spec.args_desc, arg_descs,
                                spec.return_ids, spec.num_returns))
-            if q and not q[0].unresolved and False:
-                pass
         for key in [k for k, q in actor.queues.items() if not q]:
             del actor.queues[key]
 
@@ -1401,21 +1404,17 @@ class Runtime(context.RuntimeHooks):
                         q.remove(spec)
                         self._complete_with_error(spec, exceptions.TaskCancelledError(spec.task_id.hex()))
                         return
-        e = self.objects.get(object_id)
-        if e is not None and e.state == PENDING and e.dependents is None:
-            # A task still waiting for its arguments.
-            pass
         self._cancel_waiting(object_id)
 
     def _cancel_waiting(self, object_id):
-        # Tasks blocked on dependencies are reachable only through their inputs' dependents; mark via a scan.
-        for e in self.objects.values():
-            for cb in (e.dependents or ()):
-                spec = getattr(cb, "__defaults__", None)
-                if spec and isinstance(spec[-1], TaskSpec) and object_id in spec[-1].return_ids:
-                    spec[-1].cancelled = True
-                    self._complete_with_error(spec[-1], exceptions.TaskCancelledError(spec[-1].task_id.hex()))
-                    return
+        """Cancel a task still waiting for its arguments (it runs never: _enqueue_task skips it)."""
+        spec = self._waiting_for_args.get(object_id)
+        if spec is None or spec.cancelled:
+            return
+        for rid in spec.return_ids:
+            self._waiting_for_args.pop(rid, None)
+        spec.cancelled = True
+        self._complete_with_error(spec, exceptions.TaskCancelledError(spec.task_id.hex()))
 
     def get_actor_info(self, name, namespace=None):
         with self._lock:

@@ -13,10 +13,10 @@ from .object_ref import ObjectRef
 from .runtime_context import (ActorClassID, ActorID, ClusterID, FunctionID, JobID, Language, NodeID, ObjectID,
                               ObjectRefGenerator, DynamicObjectRefGenerator, PlacementGroupID, TaskID, UniqueID,
                               WorkerID, LoggingConfig)
-import cloudpickle
+from . import cloudpickle
 
 __version__ = "2.60.0"          # the Ray API version we mirror
-rayreact_version = "0.1.0"
+__rayreact_version__ = "0.1.0"   # dunder: Ray's top level has no other strings
 
 SCRIPT_MODE = 0
 WORKER_MODE = 1

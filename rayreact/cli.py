@@ -54,7 +54,7 @@ def _status(argv):
     from .core import channel
     import glob
     segments = glob.glob("/dev/shm/rr-*")
-    print(f"rayreact {__import__('rayreact').rayreact_version} (Ray API {__import__('rayreact').__version__})")
+    print(f"rayreact {__import__('rayreact').__rayreact_version__} (Ray API {__import__('rayreact').__version__})")
     print(f"channels: {channel.IMPLEMENTATION}")
     print(f"shared-memory files of live sessions: {len(segments)}")
     return 0

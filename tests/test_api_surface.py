@@ -96,3 +96,23 @@ def test_every_ray_exception_name_exists(backend):
                  and value.__module__ == "ray.exceptions"}
     missing = {name for name in ray_names if not hasattr(backend.exceptions, name)}
     assert missing == set()
+
+
+def test_modules_reachable_from_the_top_level_are_the_backends_own(backend):
+    # Ray's top level exposes only its own modules (its cloudpickle is ray.cloudpickle, a vendored copy).
+    foreign = {name: value.__name__ for name, value in vars(backend).items()
+               if inspect.ismodule(value) and value is not backend
+               and not value.__name__.startswith(backend.__name__ + ".")}
+    assert foreign == {}
+
+
+def test_cloudpickle_pickles_closures(backend):
+    base = 40
+    restored = backend.cloudpickle.loads(backend.cloudpickle.dumps(lambda x: x + base))
+    assert restored(2) == 42
+
+
+def test_top_level_strings_are_dunder_names(backend):
+    # Ray's top level has no public string constants (only __version__, __commit__, ...).
+    public = {name for name, value in vars(backend).items() if isinstance(value, str) and not name.startswith("__")}
+    assert public == set()

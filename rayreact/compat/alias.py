@@ -4,10 +4,10 @@
 before any user code runs.  ``sys.modules['ray']`` becomes the rayreact package,
 and a meta-path finder answers every ``ray.X.Y`` import with the module
 ``rayreact.X.Y`` (the *same* module object, so ``ray.exceptions.RayTaskError is
-rayreact.exceptions.RayTaskError``), or with a module from ``overrides`` (e.g.
-``ray.cloudpickle`` -> ``cloudpickle``).  A ``ray.X`` that rayreact does not have
-fails to import, as it would for a module missing from Ray.  An override
-``"dir:<path>"`` makes the name a package of the modules in that directory.
+rayreact.exceptions.RayTaskError``), or with a module from ``overrides``.  A
+``ray.X`` that rayreact does not have fails to import, as it would for a module
+missing from Ray.  An override ``"dir:<path>"`` makes the name a package of the
+modules in that directory.
 
 Worker processes must see the same ``ray``: :func:`install` records the alias in
 the environment (``RAYREACT_RAY_ALIAS``), and rayreact's worker start-up calls
@@ -29,9 +29,7 @@ ENV_VAR = "RAYREACT_RAY_ALIAS"        # the overrides, as JSON
 ENV_FLAG = "RAYREACT_ALIAS_RAY"       # "1": workers install the alias (read by rayreact's zygote)
 
 # Ray modules served by something other than rayreact.<same path>.
-DEFAULT_OVERRIDES = {
-    "ray.cloudpickle": "cloudpickle",
-}
+DEFAULT_OVERRIDES = {}
 
 
 class _AliasLoader(importlib.abc.Loader):

@@ -29,6 +29,10 @@ def validate_actor_options(options: dict, in_options: bool = False) -> dict:
         raise TypeError(f"name must be None or a string, got: '{type(opts['name'])}'.")
     if opts.get("name") == "":
         raise ValueError("Actor name cannot be an empty string.")
+    namespace = opts.get("namespace")
+    if namespace is not None and not isinstance(namespace, str):
+        raise TypeError(f"The type of keyword 'namespace' must be {(str, type(None))}, but received type "
+                        f"{type(namespace)}")
     return opts
 
 

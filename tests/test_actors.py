@@ -526,6 +526,14 @@ def test_named_actor_namespaces(ray_backend):
     ray_backend.kill(there)
 
 
+@pytest.mark.parametrize("name", ["typed-ns", None])
+def test_namespace_that_is_not_a_string_is_refused(ray_backend, name):
+    with pytest.raises(TypeError):
+        ray_backend.remote(Counter).options(name=name, namespace=object()).remote(1)
+    with pytest.raises(TypeError):
+        ray_backend.remote(namespace=7)(Counter)
+
+
 def test_name_is_free_again_after_kill(ray_backend):
     first = ray_backend.remote(Counter).options(name="reusable").remote(1)
     ray_backend.get(first.value.remote())

@@ -251,6 +251,26 @@ def test_requests_that_cannot_fit_the_group_fail_at_submission(ray_backend, grou
         fits.options(scheduling_strategy=in_group(strategies, pg, 1)).remote()
 
 
+def test_the_refusal_names_the_function_or_class_by_its_qualified_name(ray_backend, groups, strategies):
+    pg = groups([{"CPU": 1}])
+
+    @ray_backend.remote(num_cpus=2)
+    def too_big():
+        return 1
+
+    @ray_backend.remote(num_cpus=1, num_gpus=8)
+    class TooBig:
+        pass
+
+    where = "test_the_refusal_names_the_function_or_class_by_its_qualified_name.<locals>"
+    with pytest.raises(ValueError, match=rf"^Cannot schedule {where}\.too_big with the placement group because "
+                                         r"the resource request \{'CPU': 2\} cannot fit"):
+        too_big.options(scheduling_strategy=in_group(strategies, pg)).remote()
+    with pytest.raises(ValueError, match=rf"^Cannot schedule {where}\.TooBig with the placement group because "
+                                         r"the resource request \{'CPU': 1, 'GPU': 8\} cannot fit"):
+        TooBig.options(scheduling_strategy=in_group(strategies, pg)).remote()
+
+
 @pytest.mark.parametrize("bundles, kwargs", [
     ([], {}),
     ({"CPU": 1}, {}),

@@ -756,7 +756,8 @@ class Runtime(context.RuntimeHooks):
         pg = self._pg_of(options)
         if pg is not None:
             with self._lock:
-                self._check_pg_request(pg, submission.task_resources(options, 1), "the task")
+                self._check_pg_request(pg, submission.task_resources(options, 1),
+                                       remote_function._function.__qualname__)
         return_ids = [ids.new_id() for _ in range(submission.return_count(num_returns))]
         refs = [ObjectRef(oid) for oid in return_ids]
         with self._lock:
@@ -1041,7 +1042,7 @@ class Runtime(context.RuntimeHooks):
         if pg is not None:
             res = submission.task_resources(options, 0)
             with self._lock:
-                self._check_pg_request(pg, res or {"CPU": 1.0}, f"actor {actor_class._cls.__name__}")
+                self._check_pg_request(pg, res or {"CPU": 1.0}, actor_class._cls.__qualname__)
         args_desc, direct = submission.pack_args(args, kwargs, self.shm_dir, self.session)
         code_id = submission.code_id_of(actor_class)
         actor_id = ids.actor_id()

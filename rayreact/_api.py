@@ -332,7 +332,7 @@ def get_actor(name, namespace=None):
         raise ValueError(f"Failed to look up actor with name '{name}'. This could because 1. You are trying to "
                          "look up a named actor you didn't create. 2. The named actor died. 3. You did not use a "
                          "namespace matching the namespace of the actor.")
-    return ActorHandle(*info)
+    return ActorHandle(*info, weak=True)   # as in Ray, a handle found by name keeps nothing alive
 
 
 def get_gpu_ids():

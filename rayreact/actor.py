@@ -6,7 +6,7 @@ import inspect
 
 from ._arity import arity_check
 from . import options as _options
-from .core import context
+from .core import handles, refcount, serialization
 
 
 def method(*args, **kwargs):
@@ -146,23 +146,29 @@ class ActorClass:
 
 
 class ActorHandle:
-    """A reference to a live actor; picklable, passable to tasks and other actors."""
+    """A reference to a live actor; picklable, passable to tasks and other actors.
 
-    def __init__(self, actor_id: bytes, class_name: str, methods: dict, *, original: bool = False):
+    Counted like an ObjectRef (see core.handles): while a handle to an actor exists in any process, or
+    travels inside a value, a non-detached actor stays alive.  As in Ray, only the handle ``.remote()``
+    returned and its copies count; a *weak* handle (found by name, ``get_if_exists``, ``current_actor``)
+    and its copies do not.
+    """
+
+    def __init__(self, actor_id: bytes, class_name: str, methods: dict, *, original: bool = False,
+                 weak: bool = False):
         self._actor_id = actor_id
         self._ray_class_name = class_name
         self._ray_methods = methods
         self._ray_original = original
-        rt = context.current
-        if rt is not None:
-            rt.on_handle_created(actor_id)
+        self._ray_weak = weak
+        if not weak:
+            refcount.incref(handles.key_of(actor_id))
 
     def __del__(self):
         try:
-            rt = context.current
-            if rt is not None:
-                rt.on_handle_dropped(self._actor_id)
-        except Exception:
+            if not self._ray_weak:
+                refcount.decref(handles.key_of(self._actor_id))
+        except Exception:  # interpreter teardown
             pass
 
     def __getattr__(self, name):
@@ -172,9 +178,9 @@ class ActorHandle:
         return ActorMethod(self, methods[name])
 
     def __reduce__(self):
-        rt = context.current
-        if rt is not None:
-            rt.on_handle_pickled(self._actor_id)
+        if self._ray_weak:
+            return (_rebuild_handle, (self._actor_id, self._ray_class_name, self._ray_methods, True))
+        serialization.note_contained_ref(handles.key_of(self._actor_id))
         return (_rebuild_handle, (self._actor_id, self._ray_class_name, self._ray_methods))
 
     def __repr__(self):
@@ -192,8 +198,8 @@ class ActorHandle:
         return ActorID(self._actor_id)
 
 
-def _rebuild_handle(actor_id, class_name, methods):
-    return ActorHandle(actor_id, class_name, methods)
+def _rebuild_handle(actor_id, class_name, methods, weak=False):
+    return ActorHandle(actor_id, class_name, methods, weak=weak)
 
 
 class ActorMethod:

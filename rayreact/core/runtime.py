@@ -37,7 +37,7 @@ import weakref
 
 from .. import exceptions
 from ..object_ref import ObjectRef
-from . import channel, context, ids, protocol, refcount, serialization, submission
+from . import channel, context, handles, ids, protocol, refcount, serialization, submission
 from .serialization import INLINE, SEGMENT
 
 logger = logging.getLogger("rayreact")
@@ -120,8 +120,7 @@ class ActorState:
         self.gpu_ids = ()
         self.num_restarts = 0
         self.no_restart = False
-        self.handles = 0
-        self.pickled = False
+        self.out_of_scope = False        # no handle to it exists any more (see core.handles)
         self.trace_key = options.get("_trace_key")
 
 
@@ -206,9 +205,6 @@ class Runtime(context.RuntimeHooks):
         self._lent_cpu = 0.0
         self._streams = {}     # stream id -> StreamState, for generator tasks still being consumed
         self._waiting_for_args = {}   # return id -> spec of a call waiting for its arguments
-        self._handle_counts = {}
-        self._pickled_handles = set()
-        self._dropped_handles = collections.deque()
         self.tracing = bool(os.environ.get("RAYREACT_TRACE"))
 
         prefix = os.path.join(self.shm_dir, f"rr-{self.session}")
@@ -500,6 +496,9 @@ class Runtime(context.RuntimeHooks):
         if e.state != READY or self.objects.get(oid) is not e:
             return
         del self.objects[oid]
+        if handles.is_key(oid):
+            self._handles_gone(handles.actor_of(oid))
+            return
         desc = e.desc
         if desc[0] == SEGMENT:
             self.store_used -= e.size
@@ -512,8 +511,6 @@ class Runtime(context.RuntimeHooks):
                 self._maybe_free(c, ce)
 
     def _process_releases(self):
-        if self._dropped_handles:
-            self._process_dropped_handles()
         for oid in refcount.drain_released():
             e = self.objects.get(oid)
             if e is not None:
@@ -974,7 +971,7 @@ class Runtime(context.RuntimeHooks):
             self._set_ready(oid, desc)
         self._task_finished(spec)
         if w.kind == "actor":
-            if w.actor is not None and getattr(w.actor, "out_of_scope", False):
+            if w.actor is not None and w.actor.out_of_scope:
                 self._maybe_retire(w.actor)
             return
         self._schedule()
@@ -1034,7 +1031,7 @@ class Runtime(context.RuntimeHooks):
                 if existing is not None and self.actors[existing].state != "DEAD":
                     if options.get("get_if_exists"):
                         a = self.actors[existing]
-                        return ActorHandle(a.actor_id, a.class_name, a.methods)
+                        return ActorHandle(a.actor_id, a.class_name, a.methods, weak=True)
                     raise ValueError(f"The name {name} (namespace={namespace}) is already taken. Please use a "
                                      "different name or get the existing actor using "
                                      f"ray.get_actor('{name}', namespace='{namespace}')")
@@ -1064,6 +1061,7 @@ class Runtime(context.RuntimeHooks):
             if existing is not None and self.actors[existing].state != "DEAD":
                 return ValueError(f"The name {name} (namespace={namespace}) is already taken.")
         actor = ActorState(actor_id, class_name, methods, code_id, self.code[code_id], options)
+        self._track_handles(actor_id)
         actor.namespace = namespace
         actor.is_async = is_async
         if actor.max_concurrency is None:
@@ -1147,8 +1145,7 @@ class Runtime(context.RuntimeHooks):
             if actor.state != "DEAD":
                 actor.state = "ALIVE"
                 self._pump_actor(actor)
-            if actor.num_restarts == 0:
-                pass
+                self._maybe_retire(actor)
             return
         err = serialization.loads_pack(results[0][1][1])
         self._actor_died(actor, exceptions.ActorDiedError(
@@ -1481,6 +1478,8 @@ class Runtime(context.RuntimeHooks):
             namespace = options.get("namespace") or self.namespace
             err = self._create_actor_locked(actor_id, code_id, class_name, methods, is_async, args_desc, direct,
                                             options, namespace)
+            if err is None:
+                self._adopt_refs(w, [handles.key_of(actor_id)])    # the creating worker holds the first handle
             self._reply(w, req_id, err)
         elif verb == protocol.V_KILL:
             self._kill_locked(payload[0], payload[1])
@@ -1705,46 +1704,40 @@ class Runtime(context.RuntimeHooks):
         with self._lock:
             return self._placement_request(verb, payload)
 
-    # ================================================================== handles, refs
-    # Actor handles in the driver are counted like refs: when the last one goes (and no copy ever left the
-    # driver, and the actor has no name), the actor finishes its queued calls and exits, as in Ray.
-    # __del__ may run inside our own critical sections, so drops are queued and handled at safe points.
-    def on_handle_created(self, actor_id):
-        with refcount._lock:
-            self._handle_counts[actor_id] = self._handle_counts.get(actor_id, 0) + 1
+    # ================================================================== actor lifetime (handles)
+    # Handles count like refs (core.handles): the entry under the actor's handle key lives while any process
+    # holds a handle or a value in flight nests one.  When it goes, an unnamed, non-detached actor finishes
+    # its queued calls and exits, as in Ray.
+    def _track_handles(self, actor_id):
+        e = self._new_entry(handles.key_of(actor_id))
+        e.state = READY
+        e.desc = (INLINE, b"", [], False)
 
-    def on_handle_dropped(self, actor_id):
-        with refcount._lock:
-            n = self._handle_counts.get(actor_id, 0) - 1
-            if n > 0:
-                self._handle_counts[actor_id] = n
-                return
-            self._handle_counts.pop(actor_id, None)
-        self._dropped_handles.append(actor_id)
-        refcount.released.append(b"")   # wake the release processing on the next safe point
-
-    def on_handle_pickled(self, actor_id):
-        self._pickled_handles.add(actor_id)
-
-    def _process_dropped_handles(self):
-        while self._dropped_handles:
-            actor_id = self._dropped_handles.popleft()
-            if self._handle_counts.get(actor_id) or actor_id in self._pickled_handles:
-                continue
-            actor = self.actors.get(actor_id)
-            if actor is None or actor.state == "DEAD" or actor.name or actor.options.get("lifetime") == "detached":
-                continue
-            actor.out_of_scope = True
-            self._maybe_retire(actor)
+    def _handles_gone(self, actor_id):
+        # Named actors too: Ray 2.x collects them like any other; only detached ones live on.
+        actor = self.actors.get(actor_id)
+        if actor is None or actor.state == "DEAD" or actor.options.get("lifetime") == "detached":
+            return
+        actor.out_of_scope = True
+        self._maybe_retire(actor)
 
     def _maybe_retire(self, actor):
-        if not getattr(actor, "out_of_scope", False) or actor.state == "DEAD":
+        if not actor.out_of_scope or actor.state == "DEAD":
             return
-        if actor.in_flight or any(actor.queues.values()) or actor.state != "ALIVE":
+        if actor.in_flight or any(actor.queues.values()):
+            return
+        if handles.key_of(actor.actor_id) in self.objects:
+            # A counted handle reappeared (a lost copy was held again): wait until it goes too.
+            actor.out_of_scope = False
+            return
+        error = exceptions.ActorDiedError(
+            error_msg=f"The actor {actor.class_name} is dead because all references to it went out of scope.")
+        if actor.state != "ALIVE":
+            # Not started yet (or restarting): as Ray cancels its creation, stop it wherever it is.
+            self._actor_died(actor, error, kill=True)
             return
         w = actor.worker
-        self._actor_died(actor, exceptions.ActorDiedError(
-            error_msg=f"The actor {actor.class_name} is dead because all references to it went out of scope."))
+        self._actor_died(actor, error)
         if w is not None and not w.dead:
             w.exiting = True
             self._send(w, (protocol.EXIT,))

@@ -130,7 +130,7 @@ def create_actor_from_worker(worker, actor_class, args, kwargs, options):
     if name and options.get("get_if_exists"):
         found = worker.get_actor_info(name, options.get("namespace"))
         if found is not None:
-            return ActorHandle(*found)
+            return ActorHandle(*found, weak=True)
     args_desc, direct = pack_args(args, kwargs, worker.shm_dir, worker.session)
     code_id = code_id_of(actor_class)
     code = serialization.dumps_code(actor_class._cls)

@@ -196,6 +196,23 @@ class Worker(context.RuntimeHooks):
         if batch:
             self.send((protocol.RELEASE, batch))
 
+    @staticmethod
+    def _pin_nested(results):
+        """Keep refs and actor handles nested in results counted here until the results are reported.
+
+        The call's value is dropped before its report is sent; if another thread flushed the releases
+        meanwhile, the driver would free what the report still names.
+        """
+        nested = [c for _, desc in results for c in desc[2]]
+        for c in nested:
+            refcount.incref(c)
+        return nested
+
+    @staticmethod
+    def _unpin(nested):
+        for c in nested:
+            refcount.decref(c)
+
     def _next_message(self, block=True):
         while True:
             if self._deferred:
@@ -374,9 +391,11 @@ class Worker(context.RuntimeHooks):
                     else:
                         os.environ[k] = v
             self.current_task_id = None
+        nested = self._pin_nested(results)
         # Drop our views of the arguments before reporting, so their segments can be recycled at once.
         args = kwargs = value = args_desc = arg_descs = None
         self.send((protocol.DONE, task_id, results, ok))
+        self._unpin(nested)
 
     # ---------------------------------------------------------------- actors
     def _create_actor(self, msg):
@@ -462,9 +481,11 @@ class Worker(context.RuntimeHooks):
         except BaseException as exc:  # noqa: BLE001
             results = self._error_results(return_ids, self._task_error(name, exc, actor=True))
             ok = False
+        nested = self._pin_nested(results)
         # Drop our views of the arguments before reporting, so their segments can be recycled at once.
         args = kwargs = value = args_desc = arg_descs = None
         self.send((protocol.DONE, task_id, results, ok))
+        self._unpin(nested)
         if exiting:
             self._exit_now()
 
@@ -578,8 +599,11 @@ class Worker(context.RuntimeHooks):
         return submission.submit_task_from_worker(self, remote_function, args, kwargs, options)
 
     def create_actor(self, actor_class, args, kwargs, options):
-        from . import submission
-        return submission.create_actor_from_worker(self, actor_class, args, kwargs, options)
+        from . import handles, submission
+        handle = submission.create_actor_from_worker(self, actor_class, args, kwargs, options)
+        if handle._ray_original:
+            self._received[handles.key_of(handle._actor_id)] += 1   # the driver counts us as its first holder
+        return handle
 
     def submit_actor_call(self, handle, info, args, kwargs, num_returns):
         from . import submission
@@ -636,7 +660,7 @@ class Worker(context.RuntimeHooks):
     def current_actor_handle(self):
         from ..actor import ActorHandle
         class_name, methods = self.actor_handle_info[:2]
-        return ActorHandle(self.actor_id, class_name, methods)
+        return ActorHandle(self.actor_id, class_name, methods, weak=True)   # as in Ray, it keeps nothing alive
 
     def get_gpu_ids(self):
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")

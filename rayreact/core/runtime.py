@@ -176,10 +176,12 @@ class Runtime(context.RuntimeHooks):
         self.store_limit = int(object_store_memory or _default_store_memory())
         self.store_used = 0
         self.shm_dir, shm_warning = _shm_dir(object_store_memory)
-        # Freed segments are kept for reuse up to this many bytes (pages already allocated: writes are memcpy).
-        serialization.segment_pool.limit = int(os.environ.get(
-            "RAYREACT_SEGMENT_POOL_BYTES", min(1 << 30, self.store_limit // 4)))
-        serialization.segment_pool.keep_mappings = True
+        # Freed segments are kept for reuse up to this many bytes (pages already allocated: writes are memcpy);
+        # the driver keeps its mappings of files it wrote, and shares one file among identical large values.
+        pool = serialization.segment_pool
+        pool.limit = int(os.environ.get("RAYREACT_SEGMENT_POOL_BYTES", min(1 << 30, self.store_limit // 4)))
+        pool.keep_limit = serialization.read_maps.limit = pool.limit
+        serialization.snapshots.limit = pool.limit // 2
         if shm_warning:
             warnings.warn(shm_warning, stacklevel=3)
         self.reactor_enabled = reactor
@@ -1780,6 +1782,7 @@ class Runtime(context.RuntimeHooks):
             shutil.rmtree(self.shm_dir, ignore_errors=True)
         self.objects.clear()
         self._segments.clear()
+        serialization.snapshots.clear()
         serialization.segment_pool.clear()
         refcount.reset()
 

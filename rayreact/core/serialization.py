@@ -16,17 +16,17 @@ table can keep nested refs alive as long as the outer value lives.
 
 from __future__ import annotations
 
-import fcntl
-import mmap
 import os
 import pickle
 import struct
 import threading
-import weakref
 
 import cloudpickle
 
 from .. import exceptions
+from .segments import (MIN_POOLED, PAGE, SegmentCache, map_segment, page_round, read_maps,  # noqa: F401
+                       segment_pool)
+from .snapshots import snapshots
 
 MAGIC = 0x52524F31  # "RRO1"
 _HEADER = struct.Struct("<IIQ")
@@ -102,20 +102,30 @@ class Serialized:
     def write_segment(self, path: str) -> None:
         """Write the pack into a segment file (mode 0600) at ``path``.
 
-        A recycled file from the session's pool is preferred: its pages are already
-        allocated, so writing is a plain memory copy instead of allocate-zero-copy.
+        A pack identical to one this process wrote before becomes a new name of that
+        file (``snapshots``).  Otherwise a recycled file from the session's pool is
+        preferred: its pages already exist (often still mapped here), so writing is a
+        plain memory copy instead of allocate-zero-copy.
         """
-        header, inband_at, offsets = self._layout()
-        mm = segment_pool.take(path, self.size)
-        if mm is not None:
-            dst = memoryview(mm)
-            dst[:len(header)] = header
-            dst[inband_at:inband_at + len(self.inband)] = self.inband
-            for (o, n), b in zip(offsets, self.buffers):
-                _copy(dst[o:o + n], b.cast("B") if b.ndim != 1 or b.format != "B" else b)
-            del dst
-            segment_pool.written(path, mm)
+        if snapshots.link_if_same(self, path):
             return
+        header, inband_at, offsets = self._layout()
+        w = segment_pool.take(path, self.size)
+        if w is not None:
+            dst = memoryview(w.mm)
+            try:
+                dst[:len(header)] = header
+                dst[inband_at:inband_at + len(self.inband)] = self.inband
+                for (o, n), b in zip(offsets, self.buffers):
+                    _copy(dst[o:o + n], b.cast("B") if b.ndim != 1 or b.format != "B" else b)
+            finally:
+                del dst
+            segment_pool.written(w)
+        else:
+            self._write_fresh(path, header, inband_at, offsets)
+        snapshots.remember(self, path, offsets)
+
+    def _write_fresh(self, path, header, inband_at, offsets):
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             parts = [header, b"\0" * (inband_at - len(header)), self.inband]
@@ -126,11 +136,13 @@ class Serialized:
                 parts.append(b.cast("B") if b.ndim != 1 or b.format != "B" else b)
                 pos = o + n
             _write_all(fd, parts)
+            if self.size >= MIN_POOLED and self.size % PAGE:
+                # Whole pages: values of similar sizes then reuse the file as it is once it is pooled.
+                os.ftruncate(fd, page_round(self.size))
         finally:
             os.close(fd)
 
 
-_MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 _PARALLEL_COPY_BYTES = 16 * 1024 * 1024
 
 
@@ -152,114 +164,6 @@ def _copy(dst: memoryview, src: memoryview):
     helper.start()
     np.copyto(d[:half], s[:half])
     helper.join()
-
-
-class SegmentPool:
-    """Freed segment files kept (up to ``limit`` bytes) for reuse by any process of the session.
-
-    Only the driver recycles (it alone knows when an object is free), and only files
-    that no process still maps: every reader holds a shared ``flock`` for as long as
-    its mapping lives, and recycling needs an exclusive one.  Taking a file is an
-    atomic ``rename``, so processes never share one.  Pool files follow the session's
-    naming (``rr-<session>-pool-<size>-<id>``) and go away with it.
-    """
-
-    def __init__(self):
-        self.limit = 0            # bytes; set by the driver (0: no pooling)
-        self.keep_mappings = False  # the driver keeps its writable mappings of pooled files (no re-fault)
-        self._rw = {}             # path -> writable mmap this process keeps for reuse
-
-    @staticmethod
-    def _pool_files(directory, session):
-        prefix = f"rr-{session}-pool-"
-        try:
-            names = os.listdir(directory)
-        except OSError:
-            return []
-        out = []
-        for name in names:
-            if name.startswith(prefix):
-                try:
-                    out.append((int(name[len(prefix):].split("-", 1)[0]), name))
-                except ValueError:
-                    pass
-        return out
-
-    def take(self, path, size):
-        """Rename a pooled file of a fitting size to ``path``; a writable mapping of it, or None."""
-        directory, name = os.path.split(path)
-        parts = name.split("-", 2)
-        if len(parts) < 3 or size < INLINE_LIMIT:
-            return None
-        candidates = sorted(f for f in self._pool_files(directory, parts[1]) if size <= f[0] <= size + size // 2)
-        for pooled_size, pooled in candidates:
-            pooled_path = os.path.join(directory, pooled)
-            try:
-                os.rename(pooled_path, path)
-            except OSError:
-                continue
-            mm = self._rw.pop(pooled_path, None)
-            if mm is not None and pooled_size == size:
-                return mm
-            if mm is not None:
-                mm.close()
-            fd = os.open(path, os.O_RDWR)
-            try:
-                if pooled_size != size:
-                    os.ftruncate(fd, size)
-                return mmap.mmap(fd, size, mmap.MAP_SHARED | _MAP_POPULATE, mmap.PROT_READ | mmap.PROT_WRITE)
-            finally:
-                os.close(fd)
-        return None
-
-    def written(self, path, mm):
-        if self.keep_mappings:
-            self._rw[path] = mm
-        else:
-            mm.close()
-
-    def _drop_mapping(self, path):
-        mm = self._rw.pop(path, None)
-        if mm is not None:
-            mm.close()
-
-    def clear(self):
-        for mm in self._rw.values():
-            mm.close()
-        self._rw.clear()
-
-    def release(self, path) -> None:
-        """An object's segment is free: pool it if nobody maps it and there is room, else unlink it."""
-        if self.limit > 0:
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except OSError:
-                return
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                size = os.fstat(fd).st_size
-                directory, name = os.path.split(path)
-                session = name.split("-", 2)[1]
-                pooled = sum(s for s, _ in self._pool_files(directory, session))
-                if pooled + size <= self.limit:
-                    target = os.path.join(directory, f"rr-{session}-pool-{size:015d}-{os.urandom(6).hex()}")
-                    os.rename(path, target)
-                    mm = self._rw.pop(path, None)
-                    if mm is not None:
-                        self._rw[target] = mm
-                    return
-            except OSError:
-                pass            # mapped somewhere (lock refused): its pages must stay as they are
-            finally:
-                os.close(fd)
-        self._drop_mapping(path)
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-
-
-segment_pool = SegmentPool()
 
 
 def _write_all(fd, parts):
@@ -365,45 +269,6 @@ def loads_pack(buf: memoryview):
         view = view.toreadonly()
     buffers = [view[o:o + n] for o, n in entries]
     return pickle.loads(view[inband_at:inband_at + inband_len], buffers=buffers)
-
-
-def map_segment(path: str) -> memoryview:
-    """A read-only view of a whole segment file.
-
-    While the mapping lives (as long as any value viewing it), this process holds a
-    shared lock on the file, so the segment pool never recycles pages it shows.
-    """
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        size = os.fstat(fd).st_size
-        mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
-    except BaseException:
-        os.close(fd)
-        raise
-    weakref.finalize(mm, os.close, fd)
-    return memoryview(mm)
-
-
-class SegmentCache:
-    """Read-only mappings of segments this process reads, kept while it may read them again."""
-
-    def __init__(self):
-        self._maps = {}
-
-    def view(self, path: str) -> memoryview:
-        mv = self._maps.get(path)
-        if mv is None:
-            mv = map_segment(path)
-            self._maps[path] = mv
-        return mv
-
-    def forget(self, path: str) -> None:
-        # The mapping itself lives on while user arrays still view it.
-        self._maps.pop(path, None)
-
-    def clear(self):
-        self._maps.clear()
 
 
 def dumps_code(obj) -> bytes:

@@ -1,0 +1,408 @@
+"""Segment files: the session's pool of freed files, the writable mappings a process keeps, read-only maps.
+
+A segment is one file in the session's shared-memory directory (``rr-<session>-...``).
+A fresh tmpfs page is expensive (a fault, a zeroed page, LRU bookkeeping: about
+0.5 ms per MB on the reference machine, five times a memcpy), and so is setting
+up and tearing down the page tables of a mapping.  Hence:
+
+- freed segments go to a pool that every process of the session takes from, so
+  writing a large value lands in pages that already exist;
+- a process keeps its writable mapping of a file it wrote (keyed by inode: the
+  file changes name as it cycles through the pool), so when it takes that file
+  again, writing is a plain memcpy with no page-table work.
+
+Safety rules:
+
+- A file enters the pool only if nobody maps it (readers hold a shared ``flock``
+  as long as their mapping lives; pooling needs an exclusive one) and it has one
+  name (a second hard link means someone will still read it).
+- Taking a file is an atomic ``rename``, so two processes never take the same file.
+- A kept mapping is written only after its file was taken again.  It pins memory
+  only while its inode is otherwise dead; dead inodes (no name left) are dropped
+  whenever this process takes or releases a segment, and the bytes a process
+  keeps are bounded (``keep_limit``).
+"""
+
+from __future__ import annotations
+
+import collections
+import fcntl
+import mmap
+import os
+import threading
+import weakref
+
+PAGE = mmap.PAGESIZE
+MIN_POOLED = 64 * 1024                 # smaller files are not worth pooling
+_MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+
+
+def page_round(n: int) -> int:
+    return (n + PAGE - 1) & ~(PAGE - 1)
+
+
+class Writable:
+    """A taken segment, mapped read-write: ``mm`` over ``size`` bytes of the file ``fd`` (inode ``ino``)."""
+
+    __slots__ = ("mm", "fd", "size", "ino")
+
+    def __init__(self, mm, fd, size, ino):
+        self.mm = mm
+        self.fd = fd
+        self.size = size
+        self.ino = ino
+
+    def close(self):
+        try:
+            self.mm.close()
+        finally:
+            os.close(self.fd)
+
+
+def _session_of(name):
+    parts = name.split("-", 2)
+    return parts[1] if len(parts) == 3 and parts[0] == "rr" else None
+
+
+class SegmentPool:
+    """Freed segment files kept (up to ``limit`` bytes) for reuse by any process of the session.
+
+    Only the driver pools (it alone knows when an object is free); every process
+    takes.  Pool files are named ``rr-<session>-pool-<size>-<inode>-<random>``: the
+    inode tells a process which pooled files it still maps.
+    """
+
+    def __init__(self):
+        self.limit = 0                  # bytes of pooled files (set by the driver; 0: no pooling)
+        self.keep_limit = 64 << 20      # bytes of writable mappings this process keeps (the driver keeps more)
+        self._kept = collections.OrderedDict()   # inode -> Writable, least recently used first
+        self._kept_bytes = 0
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ the pool directory
+    @staticmethod
+    def _pool_files(directory, session):
+        """(size, inode, name) of the session's pooled files."""
+        prefix = f"rr-{session}-pool-"
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            return []
+        out = []
+        for name in names:
+            if name.startswith(prefix):
+                fields = name[len(prefix):].split("-")
+                try:
+                    out.append((int(fields[0]), int(fields[1]), name))
+                except (ValueError, IndexError):
+                    pass
+        return out
+
+    # ------------------------------------------------------------------ taking
+    def take(self, path, size):
+        """Rename a pooled file of a fitting size to ``path``: a ``Writable`` over it, or None."""
+        directory, name = os.path.split(path)
+        session = _session_of(name)
+        if session is None or size < MIN_POOLED:
+            return None
+        self._prune()
+        read_maps.prune()
+        candidates = [f for f in self._pool_files(directory, session) if size <= f[0] <= size + size // 2]
+        # A file this process still maps first (no page-table work), then the smallest.
+        kept = self._kept
+        candidates.sort(key=lambda f: (f[1] not in kept, f[0]))
+        for pooled_size, ino, pooled in candidates:
+            try:
+                os.rename(os.path.join(directory, pooled), path)
+            except OSError:
+                continue            # another process took it first
+            return self._writable(path, ino, pooled_size, size)
+        return None
+
+    def _writable(self, path, ino, pooled_size, size):
+        with self._lock:
+            w = self._kept.pop(ino, None)
+            if w is not None:
+                self._kept_bytes -= w.size
+        # Slightly larger files are used whole (readers go by the pack's header), so a file
+        # keeps its size, and its mapping, as values of similar sizes cycle through it.
+        whole = pooled_size <= size + size // 8
+        if w is not None and whole and w.size == pooled_size:
+            return w
+        if w is not None:
+            w.close()
+        fd = os.open(path, os.O_RDWR)
+        try:
+            target = pooled_size if whole else page_round(size)
+            if target != pooled_size:
+                os.ftruncate(fd, target)
+            mm = mmap.mmap(fd, target, mmap.MAP_SHARED | _MAP_POPULATE, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            raise
+        return Writable(mm, fd, target, os.fstat(fd).st_ino)
+
+    def written(self, w):
+        """The writer is done with ``w``: keep its mapping for the next time this process takes the file."""
+        if w.size > self.keep_limit:
+            w.close()
+            return
+        evicted = []
+        with self._lock:
+            self._kept[w.ino] = w
+            self._kept_bytes += w.size
+            while self._kept_bytes > self.keep_limit:
+                _, old = self._kept.popitem(last=False)
+                self._kept_bytes -= old.size
+                evicted.append(old)
+        for old in evicted:
+            old.close()
+
+    def _prune(self):
+        """Drop kept mappings of files that no longer have a name (they would pin memory)."""
+        if not self._kept:
+            return
+        dead = []
+        with self._lock:
+            for ino, w in list(self._kept.items()):
+                try:
+                    alive = os.fstat(w.fd).st_nlink > 0
+                except OSError:
+                    alive = False
+                if not alive:
+                    del self._kept[ino]
+                    self._kept_bytes -= w.size
+                    dead.append(w)
+        for w in dead:
+            w.close()
+
+    def _drop_mapping(self, path):
+        """One name of a file goes away; its kept mapping (if any) is dropped once the file has no name left."""
+        self._prune()
+
+    def clear(self):
+        read_maps.clear()
+        with self._lock:
+            kept = list(self._kept.values())
+            self._kept.clear()
+            self._kept_bytes = 0
+        for w in kept:
+            w.close()
+
+    # ------------------------------------------------------------------ releasing
+    def release(self, path) -> None:
+        """An object's segment is free: pool it if nobody maps it and there is room, else unlink it."""
+        if self.limit > 0:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                return
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                st = os.fstat(fd)
+                directory, name = os.path.split(path)
+                session = _session_of(name)
+                if st.st_nlink == 1 and session is not None:
+                    pooled = sum(s for s, _, _ in self._pool_files(directory, session))
+                    if pooled + st.st_size <= self.limit:
+                        target = os.path.join(
+                            directory, f"rr-{session}-pool-{st.st_size:015d}-{st.st_ino}-{os.urandom(4).hex()}")
+                        os.rename(path, target)
+                        return
+            except OSError:
+                pass            # mapped somewhere (lock refused): its pages must stay as they are
+            finally:
+                os.close(fd)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        self._prune()
+        read_maps.prune()
+
+
+segment_pool = SegmentPool()
+
+
+class _Mapped:
+    """One read-only mapping of a file (inode ``ino``) and the descriptor its shared lock lives on."""
+
+    __slots__ = ("mm", "fd", "size", "ino", "users", "cached")
+
+    def __init__(self, mm, fd, size, ino):
+        self.mm = mm
+        self.fd = fd
+        self.size = size
+        self.ino = ino
+        self.users = 0               # live views handed out (each a numpy root the finalizer watches)
+        self.cached = True
+
+    def close(self):
+        try:
+            self.mm.close()
+        except BufferError:
+            pass                     # something still views it: unmapped when that goes
+        os.close(self.fd)
+
+
+class ReadMaps:
+    """Read-only mappings by inode, reused while the file keeps its inode and size.
+
+    Mapping a file and touching its pages costs a page-table entry per page, and
+    unmapping tears them down again.  A file is often read again under the same inode:
+    one snapshot passed to many calls, or a pooled file that comes back to the same
+    reader round after round (a worker's result).  So a mapping stays after its last
+    view dies, and is reused if this process maps the same inode again.
+
+    The shared ``flock`` that keeps the pool from recycling a file is held only while
+    views are alive: each view is a numpy array whose finalizer counts it out, and the
+    last one unlocks the file.  An idle mapping of a file the pool recycled then simply
+    shows the new contents the next time it is used.  Idle mappings are bounded
+    (``limit`` bytes) and dropped as soon as their file has no name left.
+    """
+
+    def __init__(self):
+        self.limit = 64 << 20        # bytes of idle mappings this process keeps (the driver keeps more)
+        self._maps = collections.OrderedDict()   # inode -> _Mapped, least recently used first
+        self._bytes = 0
+        self._lock = threading.RLock()   # finalizers may run anywhere, also inside view()
+        self._np = None
+
+    def view(self, path: str) -> memoryview:
+        np = self._numpy()
+        if np is None:
+            return _map_once(path)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            st = os.fstat(fd)
+            with self._lock:
+                m = self._maps.get(st.st_ino)
+                if m is not None and m.size != st.st_size:
+                    self._evict(m)           # the file was resized since: idle, so nobody views it
+                    m = None
+                if m is None:
+                    fcntl.flock(fd, fcntl.LOCK_SH)
+                    mm = mmap.mmap(fd, st.st_size, mmap.MAP_SHARED, mmap.PROT_READ)
+                    m = _Mapped(mm, fd, st.st_size, st.st_ino)
+                    fd = -1
+                    self._prune()
+                    self._maps[m.ino] = m
+                    self._bytes += m.size
+                else:
+                    self._maps.move_to_end(m.ino)
+                    if m.users == 0:
+                        fcntl.flock(m.fd, fcntl.LOCK_SH)
+                m.users += 1
+            try:
+                root = np.frombuffer(m.mm, dtype=np.uint8) if m.size else np.empty(0, np.uint8)
+                weakref.finalize(root, self._unuse, m)
+            except BaseException:
+                self._unuse(m)
+                raise
+            return memoryview(root)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+    def _unuse(self, m):
+        with self._lock:
+            m.users -= 1
+            if m.users:
+                return
+            if not m.cached:
+                m.close()
+                return
+            try:
+                fcntl.flock(m.fd, fcntl.LOCK_UN)
+            except OSError:
+                pass
+            self._trim()
+
+    def _evict(self, m):
+        del self._maps[m.ino]
+        self._bytes -= m.size
+        m.cached = False
+        if not m.users:
+            m.close()
+
+    def _trim(self):
+        if self._bytes <= self.limit:
+            return
+        for m in [m for m in self._maps.values() if not m.users]:
+            self._evict(m)
+            if self._bytes <= self.limit:
+                return
+
+    def _prune(self):
+        """Drop idle mappings of files that no longer have a name (they would pin memory)."""
+        for m in [m for m in self._maps.values() if not m.users]:
+            try:
+                dead = os.fstat(m.fd).st_nlink == 0
+            except OSError:
+                dead = True
+            if dead:
+                self._evict(m)
+
+    def prune(self):
+        with self._lock:
+            self._prune()
+
+    def clear(self):
+        with self._lock:
+            for m in list(self._maps.values()):
+                self._evict(m)
+
+    def _numpy(self):
+        if self._np is None:
+            try:
+                import numpy
+            except ImportError:      # pragma: no cover
+                numpy = False
+            self._np = numpy
+        return self._np or None
+
+
+read_maps = ReadMaps()
+
+
+def map_segment(path: str) -> memoryview:
+    """A read-only view of a whole segment file.
+
+    While the view (or anything viewing it) lives, this process holds a shared lock on
+    the file, so the segment pool never recycles pages it shows.
+    """
+    return read_maps.view(path)
+
+
+def _map_once(path: str) -> memoryview:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        size = os.fstat(fd).st_size
+        mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+    except BaseException:
+        os.close(fd)
+        raise
+    weakref.finalize(mm, os.close, fd)
+    return memoryview(mm)
+
+
+class SegmentCache:
+    """Read-only mappings of segments this process reads, kept while it may read them again."""
+
+    def __init__(self):
+        self._maps = {}
+
+    def view(self, path: str) -> memoryview:
+        mv = self._maps.get(path)
+        if mv is None:
+            mv = map_segment(path)
+            self._maps[path] = mv
+        return mv
+
+    def forget(self, path: str) -> None:
+        # The mapping itself lives on while user arrays still view it.
+        self._maps.pop(path, None)
+
+    def clear(self):
+        self._maps.clear()

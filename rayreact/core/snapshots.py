@@ -1,0 +1,179 @@
+"""One segment for identical large values: write a snapshot once, then verify and link it.
+
+Passing the same array by value to many calls (a broadcast), or putting it again,
+would copy the same bytes into a new segment each time.  The driver instead
+remembers the last few large packs it wrote (a hard link to each file, mapped
+read-only).  A new pack whose in-band pickle is identical and whose out-of-band
+buffers are byte-for-byte equal to a remembered one gets a new hard link to that
+file instead of a copy.  Comparing (memcmp) reads both sides but allocates and
+writes nothing, which is several times cheaper than filling fresh pages.
+
+Ray's snapshot semantics hold exactly: equality is checked on the caller's bytes at
+the moment of the call, so a caller that changed its array in between gets a fresh
+snapshot; the file never changes while it has a second name or is mapped (the
+segment pool recycles neither), and readers map it read-only.
+
+Candidates are found by the buffers' addresses and sizes (the same array passed
+again); a buffer at the same address that keeps changing backs off from comparing.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import ctypes.util
+import os
+import threading
+
+from .segments import map_segment, segment_pool
+
+MIN_BYTES = 1 << 20            # smaller packs are cheap to write; not worth a link and a mapping
+MAX_ENTRIES = 8
+MAX_UNHIT = 2                  # remembered packs never matched yet (a stream of distinct values pins little)
+
+try:
+    _libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+    _memcmp = _libc.memcmp
+    _memcmp.restype = ctypes.c_int
+    _memcmp.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+except (OSError, AttributeError):   # pragma: no cover - no libc: no sharing
+    _memcmp = None
+
+try:
+    import numpy as _np
+except ImportError:                 # pragma: no cover - values with out-of-band buffers come from numpy
+    _np = None
+
+
+def _address(buf) -> int:
+    return _np.frombuffer(buf, dtype=_np.uint8).ctypes.data if len(buf) else 0
+
+
+class _Snapshot:
+    __slots__ = ("path", "view", "base", "inband", "offsets", "size", "hits")
+
+    def __init__(self, path, view, inband, offsets, size):
+        self.path = path              # this cache's own name for the file
+        self.view = view              # read-only mapping: holds a shared flock, so the file is never recycled
+        self.base = _address(view)
+        self.inband = inband
+        self.offsets = offsets
+        self.size = size
+        self.hits = 0
+
+
+class SnapshotCache:
+    """Large packs this process wrote, by (in-band length, buffer addresses and sizes)."""
+
+    def __init__(self):
+        self.limit = 0                # bytes remembered (0: off; the driver turns it on)
+        self._entries = collections.OrderedDict()   # key -> _Snapshot, least recently used first
+        self._bytes = 0
+        self._backoff = {}            # key -> [consecutive mismatches, writes left before comparing again]
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(ser):
+        return (len(ser.inband), tuple((_address(b), b.nbytes) for b in ser.buffers))
+
+    def _usable(self, ser):
+        return (self.limit and ser.size >= MIN_BYTES and ser.buffers and _np is not None and _memcmp is not None
+                and ser.size <= self.limit)
+
+    def link_if_same(self, ser, path) -> bool:
+        """Give ``path`` as a new name of a remembered file holding exactly ``ser``'s pack; False if none does."""
+        if not self._usable(ser):
+            return False
+        key = self._key(ser)
+        with self._lock:
+            snap = self._entries.get(key)
+            if snap is None:
+                return False
+            back = self._backoff.get(key)
+            if back is not None and back[1] > 0:
+                back[1] -= 1
+                return False
+            self._entries.move_to_end(key)
+            view = snap.view          # keeps the mapping alive while comparing, even if evicted meanwhile
+        if view is None:
+            return False
+        same = snap.inband == ser.inband and all(
+            _memcmp(snap.base + o, _address(b), n) == 0 for (o, n), b in zip(snap.offsets, ser.buffers))
+        if same:
+            try:
+                os.link(snap.path, path)
+            except OSError:
+                same = False
+        del view
+        with self._lock:
+            if same:
+                snap.hits += 1
+                self._backoff.pop(key, None)
+            else:
+                back = self._backoff.setdefault(key, [0, 0])
+                back[0] = min(back[0] + 1, 6)
+                back[1] = (1 << back[0]) - 1
+        return same
+
+    def remember(self, ser, path, offsets) -> None:
+        """``path`` was just written with ``ser``'s pack (at ``offsets``): remember it under a name of our own."""
+        if not self._usable(ser):
+            return
+        directory, name = os.path.split(path)
+        parts = name.split("-", 2)
+        if len(parts) < 3:
+            return
+        own = os.path.join(directory, f"rr-{parts[1]}-snap-{os.urandom(8).hex()}")
+        try:
+            os.link(path, own)
+            view = map_segment(own)
+        except OSError:
+            self._unlink(own)
+            return
+        snap = _Snapshot(own, view, bytes(ser.inband), offsets, len(view))
+        key = self._key(ser)
+        dropped = []
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old.size
+                dropped.append(old)
+            self._entries[key] = snap
+            self._bytes += snap.size
+            unhit = [k for k, s in self._entries.items() if not s.hits and s is not snap]
+            for k in unhit[:max(0, len(unhit) + 1 - MAX_UNHIT)]:
+                dropped.append(self._pop(k))
+            while self._entries and (self._bytes > self.limit or len(self._entries) > MAX_ENTRIES):
+                dropped.append(self._pop(next(iter(self._entries))))
+        for s in dropped:
+            self._forget(s)
+
+    def _pop(self, key):
+        snap = self._entries.pop(key)
+        self._bytes -= snap.size
+        return snap
+
+    def _forget(self, snap):
+        # Unmap first (drops our shared lock) so the pool may take the file if ours was its last name.
+        path, snap.view = snap.path, None
+        segment_pool.release(path)
+
+    @staticmethod
+    def _unlink(path):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+    def clear(self):
+        with self._lock:
+            entries = list(self._entries.values())
+            self._entries.clear()
+            self._bytes = 0
+            self._backoff.clear()
+        for snap in entries:
+            snap.view = None
+            self._unlink(snap.path)
+
+
+snapshots = SnapshotCache()

@@ -37,7 +37,7 @@ import weakref
 
 from .. import exceptions
 from ..object_ref import ObjectRef
-from . import channel, context, handles, ids, protocol, refcount, serialization, submission
+from . import channel, context, handles, ids, leftovers, protocol, refcount, serialization, submission
 from .serialization import INLINE, SEGMENT
 
 logger = logging.getLogger("rayreact")
@@ -209,6 +209,10 @@ class Runtime(context.RuntimeHooks):
         self._waiting_for_args = {}   # return id -> spec of a call waiting for its arguments
         self.tracing = bool(os.environ.get("RAYREACT_TRACE"))
 
+        # Files of sessions whose processes were all killed at once go now; ours are covered by our lock
+        # before the first of them exists (see core.leftovers).
+        leftovers.sweep()
+        self._session_lock = leftovers.hold_session_lock(self.shm_dir, self.session)
         prefix = os.path.join(self.shm_dir, f"rr-{self.session}")
         self._prefix = prefix
         self.bell = channel.Doorbell(f"{prefix}-driver-bell", True)
@@ -243,6 +247,8 @@ class Runtime(context.RuntimeHooks):
             "zygote_ring": self.zygote_ring.path,
             "driver_bell": self.bell.path,
             "cleanup_globs": cleanup,
+            "session_lock": leftovers.lock_path(self.shm_dir, self.session),
+            "driver_pid": os.getpid(),
             "cleanup_dirs": [self.shm_dir] if self.shm_dir != "/dev/shm" else [],
             "preload": [m for m in ("torch", "gymnasium") if m in sys.modules],
         }
@@ -253,7 +259,8 @@ class Runtime(context.RuntimeHooks):
         env.update(self.env)
         self.zygote = subprocess.Popen(
             [sys.executable, "-m", "rayreact.core.zygote", pickle.dumps(config).hex()],
-            stdin=subprocess.PIPE, env=env, close_fds=True)
+            stdin=subprocess.PIPE, env=env, close_fds=True, pass_fds=(self._session_lock,),
+            start_new_session=True)     # a kill of the driver's process group leaves the zygote to clean up
 
     def _zygote_command(self, cmd):
         from .zygote import encode_command
@@ -1772,12 +1779,8 @@ class Runtime(context.RuntimeHooks):
             self.zygote.kill()
             self.zygote.wait()
         # The zygote removed the session's files; remove anything it could not (e.g. if it died first).
-        import glob
-        for path in glob.glob(f"{self._prefix}-*"):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        leftovers.remove_session_files(self.shm_dir, self.session)
+        os.close(self._session_lock)
         if self.shm_dir != "/dev/shm":
             shutil.rmtree(self.shm_dir, ignore_errors=True)
         self.objects.clear()

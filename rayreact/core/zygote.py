@@ -10,8 +10,12 @@ Started once per session by ``init``.  Forking from a clean, single-threaded
 process that already imported numpy/cloudpickle/rayreact makes a new worker
 cost a few milliseconds instead of a fresh interpreter.  Workers die with the
 zygote (``PR_SET_PDEATHSIG``); the zygote notices the driver's death as EOF on
-its stdin (even after ``kill -9``), then kills every worker and removes every
-shared-memory file of the session.  No daemon outlives the driver.
+its stdin (even after ``kill -9``) or as a new parent, then kills every worker
+and removes every shared-memory file of the session.  No daemon outlives the
+driver.  The zygote runs in a session of its own, so killing the driver's
+process group (a terminal closing, a supervisor stopping a job) leaves it to
+clean up; it and its workers hold the session lock (core.leftovers), so if all
+of them are killed at once, the next ``init`` removes what they left.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import sys
 
 _LEN = struct.Struct("<I")
 PR_SET_PDEATHSIG = 1
+PARENT_CHECK_SECONDS = 1.0
 
 
 def set_parent_death_signal(sig=signal.SIGKILL):
@@ -54,12 +59,19 @@ def _read_exact(fd, n):
 
 
 def cleanup_session(config):
+    lock = config.get("session_lock")
     for pattern in config["cleanup_globs"]:
         for path in glob.glob(pattern):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+            if path != lock:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+    if lock:
+        try:
+            os.unlink(lock)        # last: until now a sweeper sees the session as alive
+        except OSError:
+            pass
     for d in config.get("cleanup_dirs", ()):
         try:
             os.rmdir(d)
@@ -88,6 +100,7 @@ def main():
         except Exception:
             pass
 
+    driver_pid = config.get("driver_pid") or os.getppid()
     notices = channel.Ring(config["zygote_ring"])
     notices.reader_bell = channel.Doorbell(config["driver_bell"])
     children = {}
@@ -118,9 +131,12 @@ def main():
 
     while True:
         try:
-            readable, _, _ = select.select([cmd_fd, rfd], [], [])
+            # A child the driver forked may hold our stdin open after the driver died: check the parent too.
+            readable, _, _ = select.select([cmd_fd, rfd], [], [], PARENT_CHECK_SECONDS)
         except InterruptedError:
             continue
+        if os.getppid() != driver_pid:
+            break
         if rfd in readable:
             try:
                 os.read(rfd, 4096)

@@ -180,10 +180,21 @@ def _environ_has_marker(pid):
         return False
 
 
+def _maps_session_files(pid):
+    """Whether ``pid`` maps rayreact session files (a worker titled ``ray::...``, unlike Ray's own workers)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return "/rr-" in f.read()
+    except OSError:
+        return False
+
+
 def rayreact_processes():
     """PIDs of processes this suite's rayreact sessions started (workers and their zygote)."""
-    out = subprocess.run(["pgrep", "-f", "rayreact.core.(worker|zygote)"], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split() if int(p) != os.getpid() and _environ_has_marker(int(p))]
+    out = subprocess.run(["pgrep", "-f", "rayreact.core.(worker|zygote)|^ray::"], capture_output=True,
+                         text=True).stdout
+    pids = [int(p) for p in out.split() if int(p) != os.getpid() and _environ_has_marker(int(p))]
+    return [p for p in pids if _maps_session_files(p)]
 
 
 def _all_segments():

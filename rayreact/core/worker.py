@@ -30,6 +30,9 @@ import traceback
 from .. import exceptions
 from . import channel, context, ids, protocol, refcount, serialization
 from .serialization import INLINE, SEGMENT
+from .proctitle import encode as _title, set_title
+
+_IDLE_TITLE = _title("ray::IDLE")     # Ray's titles: ray::IDLE, ray::<task>, ray::<Actor>, ray::<Actor>.<method>
 
 
 class _ArgRef:
@@ -102,6 +105,7 @@ def run_forked(spec):
     for key in spec.get("unset_env", ()):
         os.environ.pop(key, None)
     worker = Worker(spec)
+    set_title(_IDLE_TITLE)
     if spec.get("log_to_driver", True):
         sys.stdout = _LinePrefixer(1, worker)
         sys.stderr = _LinePrefixer(2, worker)
@@ -359,6 +363,7 @@ class Worker(context.RuntimeHooks):
         self.current_task_id = task_id
         self.current_task_name = name
         self.display_name = name.rsplit(".", 1)[-1]
+        set_title(_title(f"ray::{self.display_name}"))
         self.assigned_resources = resources
         saved_env = None
         if env:
@@ -396,6 +401,7 @@ class Worker(context.RuntimeHooks):
         args = kwargs = value = args_desc = arg_descs = None
         self.send((protocol.DONE, task_id, results, ok))
         self._unpin(nested)
+        set_title(_IDLE_TITLE)
 
     # ---------------------------------------------------------------- actors
     def _create_actor(self, msg):
@@ -406,6 +412,9 @@ class Worker(context.RuntimeHooks):
         self.actor_id = actor_id
         self.actor_name = handle_info[2] if handle_info and len(handle_info) > 2 else None
         self.display_name = class_name
+        self._actor_title = _title(f"ray::{class_name}")
+        self._call_titles = {}
+        set_title(self._call_title("__init__"))
         self.assigned_resources = resources
         self.actor_handle_info = handle_info
         self._max_concurrency = max_concurrency
@@ -433,6 +442,7 @@ class Worker(context.RuntimeHooks):
                 self._async_sem = asyncio.run_coroutine_threadsafe(make_sem(), self._loop).result()
         elif error is None and max_concurrency > 1:
             self._pool = concurrent.futures.ThreadPoolExecutor(max_concurrency, thread_name_prefix="rayreact-actor")
+        set_title(self._actor_title)
         if error is None:
             self.send((protocol.DONE, b"create:" + actor_id, [], True))
         else:
@@ -456,11 +466,18 @@ class Worker(context.RuntimeHooks):
             return terminate
         return getattr(self.actor_instance, method_name)
 
+    def _call_title(self, method_name):
+        title = self._call_titles.get(method_name)
+        if title is None:
+            title = self._call_titles[method_name] = _title(f"ray::{self.display_name}.{method_name}")
+        return title
+
     def _run_call(self, msg):
         (_, task_id, method_name, args_desc, arg_descs, return_ids, num_returns) = msg
         name = f"{self.display_name}.{method_name}"
         exiting = False
         self.current_task_id = task_id
+        set_title(self._call_title(method_name), comm=False)   # comm would cost a system call per call
         try:
             args, kwargs = self.resolve_args(args_desc, arg_descs)
             if self._tracer is None or method_name.startswith("__ray"):
@@ -486,6 +503,7 @@ class Worker(context.RuntimeHooks):
         args = kwargs = value = args_desc = arg_descs = None
         self.send((protocol.DONE, task_id, results, ok))
         self._unpin(nested)
+        set_title(self._actor_title, comm=False)
         if exiting:
             self._exit_now()
 
@@ -497,6 +515,7 @@ class Worker(context.RuntimeHooks):
         self.current_task_id = task_id
         if sem is not None:
             await sem.acquire()
+        set_title(self._call_title(method_name), comm=False)
         try:
             args, kwargs = self.resolve_args(args_desc, arg_descs)
             value = self._call_target(method_name)(*args, **kwargs)
@@ -521,6 +540,7 @@ class Worker(context.RuntimeHooks):
             if sem is not None:
                 sem.release()
         self.send((protocol.DONE, task_id, results, ok))
+        set_title(self._actor_title, comm=False)
         if exiting:
             self._exit_now()
 

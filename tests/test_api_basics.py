@@ -93,6 +93,85 @@ def test_num_returns_zero_returns_none(ray_backend):
     assert f.remote() is None
 
 
+# --- generators filling a fixed number of return values (Ray's documented rules) ---------
+
+
+def count_up(n, fail_at=None):
+    for i in range(n):
+        if i == fail_at:
+            raise KeyError("boom")
+        yield i
+
+
+def count_up_once_failing(n, fail_at, marker):
+    """Fails at ``fail_at`` on its first run only (the marker file remembers the first run)."""
+    first_run = not os.path.exists(marker)
+    open(marker, "a").close()
+    for i in range(n):
+        if first_run and i == fail_at:
+            raise KeyError("first run")
+        yield i
+
+
+def outcomes(ray, refs):
+    out = []
+    for ref in refs:
+        try:
+            out.append(ray.get(ref))
+        except ray.exceptions.RayTaskError as err:
+            out.append(type(err.cause).__name__)
+    return out
+
+
+class Counting:
+    def count_up(self, n, fail_at=None):
+        yield from count_up(n, fail_at)
+
+
+def test_generator_fills_the_returns_in_order(ray_backend):
+    f = ray_backend.remote(count_up)
+    assert outcomes(ray_backend, f.options(num_returns=3).remote(3)) == [0, 1, 2]
+    assert ray_backend.get(f.options(num_returns=1).remote(1)) == 0
+
+
+def test_generator_that_fails_keeps_what_it_yielded(ray_backend):
+    f = ray_backend.remote(max_retries=0)(count_up)
+    assert outcomes(ray_backend, f.options(num_returns=3).remote(3, fail_at=1)) == [0, "KeyError", "KeyError"]
+    actor = ray_backend.remote(Counting).remote()
+    refs = actor.count_up.options(num_returns=3).remote(3, fail_at=2)
+    assert outcomes(ray_backend, refs) == [0, 1, "KeyError"]
+
+
+def test_generator_that_stops_early_fails_only_the_refs_it_did_not_fill(ray_backend):
+    f = ray_backend.remote(max_retries=0)(count_up)
+    assert outcomes(ray_backend, f.options(num_returns=3).remote(2)) == [0, 1, "ValueError"]
+    assert outcomes(ray_backend, [f.options(num_returns=1).remote(0)]) == ["ValueError"]
+
+
+def test_generator_items_past_num_returns_are_dropped(ray_backend):
+    f = ray_backend.remote(count_up)
+    assert outcomes(ray_backend, f.options(num_returns=2).remote(5)) == [0, 1]
+    assert ray_backend.get(f.options(num_returns=1).remote(2)) == 0
+
+
+def test_dynamic_generator_error_is_its_last_item(ray_backend):
+    f = ray_backend.remote(max_retries=0)(count_up)
+    items = list(ray_backend.get(f.options(num_returns="dynamic").remote(3, fail_at=2)))
+    assert outcomes(ray_backend, items) == [0, 1, "KeyError"]
+    items = list(ray_backend.get(f.options(num_returns="dynamic").remote(3, fail_at=0)))
+    assert outcomes(ray_backend, items) == ["KeyError"]
+
+
+@pytest.mark.parametrize("num_returns, expected", [(3, [0, "KeyError", "KeyError"]), ("dynamic", [0, 1, 2])])
+def test_only_a_dynamic_generator_is_retried_for_its_error(ray_backend, tmp_path, num_returns, expected):
+    # Ray keeps what a generator filled into fixed returns and never retries it; a dynamic one is retried.
+    f = ray_backend.remote(max_retries=1, retry_exceptions=[KeyError])(count_up_once_failing)
+    refs = f.options(num_returns=num_returns).remote(3, 1, str(tmp_path / "ran"))
+    if num_returns == "dynamic":
+        refs = list(ray_backend.get(refs))
+    assert outcomes(ray_backend, refs) == expected
+
+
 def test_remote_returns_an_object_ref_at_once(ray_backend, signal):
     waiter = ray_backend.remote(lambda s: ray_backend.get(s.wait.remote()) or "done")
     ref = waiter.remote(signal)

@@ -120,6 +120,14 @@ class Env:
             raise ValueError(f"bad step {self.t}")
         return self.t + x
 
+    def risky_pair(self, x):
+        """A generator for two returns that fails between them at the step set by ``fail_at``."""
+        self.t += 1
+        yield self.t + x
+        if self.t == getattr(self, "fail_step", -1):
+            raise ValueError(f"bad step {self.t}")
+        yield float(self.t)
+
 
 class Policy:
     def __init__(self, scale=0.5):
@@ -346,6 +354,21 @@ def test_exception_in_iteration_500(ray):
     assert results == [2 * i + 1 for i in range(700) if i != 499]
     expect_fallback(ray, "raised")
     expect_replayed(ray, 300)
+
+
+def test_generator_failing_between_its_two_returns(ray):
+    env = remote(ray, Env, 0)
+    ray.get(env.fail_at.remote(300))
+    seen = []
+    for i in range(400):
+        first, second = env.risky_pair.options(num_returns=2).remote(i)
+        try:
+            seen.append((ray.get(first), ray.get(second)))
+        except ValueError as exc:
+            assert isinstance(exc, ray.exceptions.RayTaskError) and "bad step 300" in str(exc)
+            seen.append((ray.get(first), "error"))
+    assert seen == [(2 * t - 1, float(t)) if t != 300 else (599, "error") for t in range(1, 401)]
+    expect_replayed(ray, 200)
 
 
 def test_exception_propagates_through_a_chain(ray):

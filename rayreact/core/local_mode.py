@@ -15,7 +15,7 @@ import traceback
 
 from .. import exceptions
 from ..object_ref import ObjectRef
-from . import context, ids, serialization, submission
+from . import context, generator_returns, ids, serialization, submission
 
 
 class _Actor:
@@ -119,12 +119,16 @@ class LocalRuntime(context.RuntimeHooks):
                     return [item async for item in agen]
                 value = actor.run_coroutine(drain()) if actor is not None else asyncio.run(drain())
             if num_returns < 0:
-                self._store_stream(return_ids[0], value, num_returns)
+                self._store_stream(return_ids[0], value, num_returns, name, actor)
+            elif inspect.isgenerator(value) and num_returns >= 1:
+                values, error = generator_returns.draw(value, num_returns)
+                for oid, v in zip(return_ids, values):
+                    self._store(oid, v)
+                if error is not None:
+                    self._store_error(name, error, return_ids[len(values):], actor)
             elif num_returns == 1:
                 self._store(return_ids[0], value)
             elif num_returns > 1:
-                if inspect.isgenerator(value):
-                    value = list(value)
                 if not isinstance(value, (tuple, list)) or len(value) != num_returns:
                     raise ValueError(f"Task returned a value that is not a sequence of {num_returns} items.")
                 for oid, v in zip(return_ids, value):
@@ -141,15 +145,23 @@ class LocalRuntime(context.RuntimeHooks):
         finally:
             self.current_task_id = prev
 
-    def _store_stream(self, stream_id, value, num_returns):
+    def _store_stream(self, stream_id, value, num_returns, name, actor):
         from ..object_ref import DynamicObjectRefGenerator
         count = 0
         item_ids = []
-        for item in value:
+        try:
+            for item in value:
+                oid = submission.item_id(stream_id, count)
+                self._store(oid, item)
+                item_ids.append(oid)
+                count += 1
+        except Exception as exc:  # noqa: BLE001
+            if num_returns == submission.STREAMING:
+                raise
+            # A dynamic generator keeps what it yielded; its error is one more item (as in Ray).
             oid = submission.item_id(stream_id, count)
-            self._store(oid, item)
+            self._store_error(name, exc, [oid], actor)
             item_ids.append(oid)
-            count += 1
         if num_returns == submission.STREAMING:
             self._store(stream_id, count)
         else:

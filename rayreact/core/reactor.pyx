@@ -46,12 +46,13 @@ import pickle
 import struct
 import time
 import traceback
+import types
 
 from libc.stdint cimport int64_t, int32_t, uint32_t
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 
 from .. import exceptions
-from . import channel, ids, protocol, refcount, serialization
+from . import channel, generator_returns, ids, protocol, refcount, serialization
 from .channel cimport _Mapped
 
 cdef extern from "channel_sync.h" nogil:
@@ -687,6 +688,8 @@ cdef class WorkerReactor:
             else:       # rayreact compare: replayed calls are traced like dynamic ones
                 value = tracer.run("actor_call", target, method, args, kwargs,
                                    type(worker.actor_instance).__module__)
+            if n >= 1 and type(value) is types.GeneratorType:   # before iscoroutine: it takes generators too
+                return self._generator_outputs(index, name, value, outputs), False
             if asyncio.iscoroutine(value):
                 value = asyncio.run(value)
             if n == 1:
@@ -710,6 +713,15 @@ cdef class WorkerReactor:
             err = worker._task_error(name, exc, actor=True)
             self._note_raised(index)
             return self._errors(err, outputs, index), False
+
+    cdef list _generator_outputs(self, int64_t index, name, generator, tuple outputs):
+        """What the generator yielded fills the first outputs; its error fills the rest (as in dynamic mode)."""
+        values, error = generator_returns.draw(generator, len(outputs))
+        tokens = [serialize_token(v, False, self.shm_prefix, index, conn) for conn, v in zip(outputs, values)]
+        if error is not None:
+            self._note_raised(index)
+            tokens += self._errors(self.worker._task_error(name, error, actor=True), outputs[len(values):], index)
+        return tokens
 
     cdef list _errors(self, err, tuple outputs, int64_t index):
         try:

@@ -976,6 +976,8 @@ class Runtime(context.RuntimeHooks):
                 self.task_queue.append(spec)
                 self._schedule()
                 return
+        if not ok and spec.num_returns == submission.DYNAMIC and results and results[0][1][3]:
+            results = self._dynamic_error_as_item(w, results[0][0], results[0][1])
         for oid, desc in results:
             self._set_ready(oid, desc)
         self._task_finished(spec)
@@ -984,6 +986,17 @@ class Runtime(context.RuntimeHooks):
                 self._maybe_retire(w.actor)
             return
         self._schedule()
+
+    def _dynamic_error_as_item(self, w, stream_id, error_desc):
+        """A dynamic generator that raised: its items stay, and the error becomes one more item (as in Ray)."""
+        if self.objects.get(stream_id) is None:
+            return [(stream_id, error_desc)]      # nobody holds the generator's ref
+        from ..object_ref import DynamicObjectRefGenerator
+        st = self._streams.get(stream_id)
+        count = len(st.held) if st is not None else 0
+        self._on_stream_item(w, submission.item_id(stream_id, count), error_desc, False)
+        items = [ObjectRef(submission.item_id(stream_id, i)) for i in range(count + 1)]
+        return [(stream_id, self._place(DynamicObjectRefGenerator(items)))]
 
     def _release_task_resources(self, spec):
         """A task left its worker (done, crashed or cancelled): give back its CPU/GPU/custom share."""

@@ -28,7 +28,7 @@ import time
 import traceback
 
 from .. import exceptions
-from . import channel, context, ids, protocol, refcount, serialization
+from . import channel, context, generator_returns, ids, protocol, refcount, serialization
 from .serialization import INLINE, SEGMENT
 from .proctitle import encode as _title, set_title
 
@@ -309,7 +309,13 @@ class Worker(context.RuntimeHooks):
     def _results(self, return_ids, value, num_returns, name):
         if num_returns < 0:
             return self._stream_results(return_ids[0], value, num_returns)
-        if num_returns > 1 and (inspect.isgenerator(value) or isinstance(value, collections.abc.Iterator)):
+        if num_returns >= 1 and inspect.isgenerator(value):
+            values, error = generator_returns.draw(value, num_returns)
+            results = [(oid, self.store_value(oid, v)) for oid, v in zip(return_ids, values)]
+            if error is not None:
+                raise _PartialResults(results, error)
+            return results
+        if num_returns > 1 and isinstance(value, collections.abc.Iterator):
             value = list(value)
         if num_returns == 1:
             return [(return_ids[0], self.store_value(return_ids[0], value))]
@@ -380,6 +386,9 @@ class Worker(context.RuntimeHooks):
                 value = self._tracer.run("task", fn, None, args, kwargs, getattr(fn, "__module__", None))
             results = self._results(return_ids, value, num_returns, name)
             ok = True
+        except _PartialResults as partial:
+            results = partial.complete(self, return_ids, name, actor=False)
+            ok = True   # final: Ray never retries a generator that filled fixed returns
         except KeyboardInterrupt:
             results = self._error_results(return_ids, exceptions.TaskCancelledError(task_id.hex()))
             ok = False
@@ -489,6 +498,9 @@ class Worker(context.RuntimeHooks):
                                          type(self.actor_instance).__module__)
             results = self._results(return_ids, value, num_returns, name)
             ok = True
+        except _PartialResults as partial:
+            results = partial.complete(self, return_ids, name, actor=True)
+            ok = True   # final, as for tasks
         except SystemExit:
             exiting = True
             results = self._error_results(return_ids, exceptions.ActorDiedError(
@@ -528,6 +540,9 @@ class Worker(context.RuntimeHooks):
                                     type(self.actor_instance).__module__)
             results = self._results(return_ids, value, num_returns, name)
             ok = True
+        except _PartialResults as partial:
+            results = partial.complete(self, return_ids, name, actor=True)
+            ok = True   # final, as for tasks
         except SystemExit:
             exiting = True
             results = self._error_results(return_ids, exceptions.ActorDiedError(
@@ -700,6 +715,19 @@ submission_STREAMING = -1
 class _DependencyFailed(Exception):
     def __init__(self, error):
         self.error = error
+
+
+class _PartialResults(Exception):
+    """A generator filled some of a call's fixed return values, then failed (see generator_returns)."""
+
+    def __init__(self, results, error):
+        self.results = results
+        self.error = error
+
+    def complete(self, worker, return_ids, name, actor):
+        """The values it yielded, then the error in every ref it did not reach."""
+        missing = return_ids[len(self.results):]
+        return self.results + worker._error_results(missing, worker._task_error(name, self.error, actor=actor))
 
 
 def _as_raisable(err):

@@ -113,6 +113,12 @@ def count_up_once_failing(n, fail_at, marker):
         yield i
 
 
+def big_items_once_failing(n, fail_at, marker):
+    """Items too large to travel inline (each in a shared segment); fails like ``count_up_once_failing``."""
+    for i in count_up_once_failing(n, fail_at, marker):
+        yield bytes([i]) * 300_000
+
+
 def outcomes(ray, refs):
     out = []
     for ref in refs:
@@ -170,6 +176,12 @@ def test_only_a_dynamic_generator_is_retried_for_its_error(ray_backend, tmp_path
     if num_returns == "dynamic":
         refs = list(ray_backend.get(refs))
     assert outcomes(ray_backend, refs) == expected
+
+
+def test_retried_dynamic_generator_with_large_items(ray_backend, tmp_path):
+    f = ray_backend.remote(max_retries=1, retry_exceptions=True)(big_items_once_failing)
+    items = list(ray_backend.get(f.options(num_returns="dynamic").remote(3, 2, str(tmp_path / "ran"))))
+    assert [bytes(v) for v in ray_backend.get(items)] == [bytes([i]) * 300_000 for i in range(3)]
 
 
 def test_remote_returns_an_object_ref_at_once(ray_backend, signal):

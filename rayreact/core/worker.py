@@ -302,7 +302,8 @@ class Worker(context.RuntimeHooks):
         ser = serialization.serialize(value, is_error=is_error)
         if ser.size <= serialization.INLINE_LIMIT:
             return (INLINE, ser.pack(), ser.contained, is_error)
-        path = os.path.join(self.shm_dir, f"rr-{self.session}-{object_id.hex()}")
+        # Unique per write: a retried generator yields the same item ids again, and its first run's files stay.
+        path = os.path.join(self.shm_dir, f"rr-{self.session}-{object_id.hex()}-{os.urandom(4).hex()}")
         ser.write_segment(path)
         return (SEGMENT, path, ser.contained, is_error)
 

@@ -179,7 +179,7 @@ class Runtime(context.RuntimeHooks):
         # Freed segments are kept for reuse up to this many bytes (pages already allocated: writes are memcpy);
         # the driver keeps its mappings of files it wrote, and shares one file among identical large values.
         pool = serialization.segment_pool
-        pool.limit = int(os.environ.get("RAYREACT_SEGMENT_POOL_BYTES", min(1 << 30, self.store_limit // 4)))
+        pool.limit = int(os.environ.get("RAYREACT_SEGMENT_POOL_BYTES", min(4 << 30, self.store_limit // 4)))
         pool.keep_limit = serialization.read_maps.limit = pool.limit
         serialization.snapshots.limit = pool.limit // 2
         if shm_warning:

@@ -34,6 +34,7 @@ import weakref
 
 PAGE = mmap.PAGESIZE
 MIN_POOLED = 64 * 1024                 # smaller files are not worth pooling
+MAX_PENDING = 32                       # freed files still mapped, waiting to join the pool
 _MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
 
@@ -55,6 +56,8 @@ class Writable:
     def close(self):
         try:
             self.mm.close()
+        except BufferError:
+            pass                     # a snapshot compares against it: unmapped when that goes
         finally:
             os.close(self.fd)
 
@@ -74,7 +77,7 @@ class SegmentPool:
 
     def __init__(self):
         self.limit = 0                  # bytes of pooled files (set by the driver; 0: no pooling)
-        self.keep_limit = 64 << 20      # bytes of writable mappings this process keeps (the driver keeps more)
+        self.keep_limit = 128 << 20     # bytes of writable mappings this process keeps (the driver keeps more)
         self._kept = collections.OrderedDict()   # inode -> Writable, least recently used first
         self._kept_bytes = 0
         self._lock = threading.Lock()
@@ -83,19 +86,26 @@ class SegmentPool:
     @staticmethod
     def _pool_files(directory, session):
         """(size, inode, name) of the session's pooled files."""
-        prefix = f"rr-{session}-pool-"
+        return SegmentPool._scan(directory, session)["pool"]
+
+    @staticmethod
+    def _scan(directory, session):
+        """{"pool": [...], "pend": [...]}: (size, inode, name) of the session's pooled and pending files."""
+        prefix = f"rr-{session}-"
+        out = {"pool": [], "pend": []}
         try:
             names = os.listdir(directory)
         except OSError:
-            return []
-        out = []
+            return out
         for name in names:
             if name.startswith(prefix):
                 fields = name[len(prefix):].split("-")
-                try:
-                    out.append((int(fields[0]), int(fields[1]), name))
-                except (ValueError, IndexError):
-                    pass
+                found = out.get(fields[0])
+                if found is not None:
+                    try:
+                        found.append((int(fields[1]), int(fields[2]), name))
+                    except (ValueError, IndexError):
+                        pass
         return out
 
     # ------------------------------------------------------------------ taking
@@ -191,34 +201,82 @@ class SegmentPool:
 
     # ------------------------------------------------------------------ releasing
     def release(self, path) -> None:
-        """An object's segment is free: pool it if nobody maps it and there is room, else unlink it."""
-        if self.limit > 0:
+        """An object's segment is free: pool it if nobody maps it and there is room, else unlink it.
+
+        A file still mapped somewhere (a value the script holds although its ref is gone)
+        waits under a "pending" name instead, and joins the pool once its last reader
+        lets go; its pages are in use meanwhile, so this costs no memory."""
+        if self.limit <= 0:
+            self._unlink(path)
+            return
+        directory, name = os.path.split(path)
+        session = _session_of(name)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return
+        files = self._scan(directory, session) if session is not None else None
+        try:
+            st = os.fstat(fd)
+            if session is None or st.st_nlink != 1:
+                self._unlink(path)          # another name will still be read: the pages stay as they are
+            elif _try_lock(fd):
+                self._pool(path, directory, session, st, files)
+            elif len(files["pend"]) < MAX_PENDING:
+                os.rename(path, os.path.join(directory, _pool_name(session, "pend", st)))
+            else:
+                self._unlink(path)
+        except OSError:
+            self._unlink(path)
+        finally:
+            os.close(fd)
+        if files is not None and files["pend"]:
+            self._settle_pending(directory, session, files)
+
+    def _pool(self, path, directory, session, st, files):
+        """``path`` (locked by us, one name) joins the pool if there is room; else it goes."""
+        if sum(f[0] for f in files["pool"]) + st.st_size <= self.limit:
+            pooled = _pool_name(session, "pool", st)
+            os.rename(path, os.path.join(directory, pooled))
+            files["pool"].append((st.st_size, st.st_ino, pooled))
+        else:
+            self._unlink(path)
+
+    def _settle_pending(self, directory, session, files):
+        """Pending files nobody maps any more join the pool (or go, if it is full)."""
+        for _, _, name in files["pend"]:
+            path = os.path.join(directory, name)
             try:
                 fd = os.open(path, os.O_RDONLY)
             except OSError:
-                return
+                continue
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                st = os.fstat(fd)
-                directory, name = os.path.split(path)
-                session = _session_of(name)
-                if st.st_nlink == 1 and session is not None:
-                    pooled = sum(s for s, _, _ in self._pool_files(directory, session))
-                    if pooled + st.st_size <= self.limit:
-                        target = os.path.join(
-                            directory, f"rr-{session}-pool-{st.st_size:015d}-{st.st_ino}-{os.urandom(4).hex()}")
-                        os.rename(path, target)
-                        return
+                if _try_lock(fd):
+                    self._pool(path, directory, session, os.fstat(fd), files)
             except OSError:
-                pass            # mapped somewhere (lock refused): its pages must stay as they are
+                pass
             finally:
                 os.close(fd)
+
+    def _unlink(self, path):
         try:
             os.unlink(path)
         except OSError:
-            pass
+            return
         self._prune()
         read_maps.prune()
+
+
+def _try_lock(fd) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False                 # mapped somewhere: its pages must stay as they are
+
+
+def _pool_name(session, kind, st):
+    return f"rr-{session}-{kind}-{st.st_size:015d}-{st.st_ino}-{os.urandom(4).hex()}"
 
 
 segment_pool = SegmentPool()
@@ -262,7 +320,7 @@ class ReadMaps:
     """
 
     def __init__(self):
-        self.limit = 64 << 20        # bytes of idle mappings this process keeps (the driver keeps more)
+        self.limit = 128 << 20       # bytes of idle mappings this process keeps (the driver keeps more)
         self._maps = collections.OrderedDict()   # inode -> _Mapped, least recently used first
         self._bytes = 0
         self._lock = threading.RLock()   # finalizers may run anywhere, also inside view()

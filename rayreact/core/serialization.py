@@ -111,6 +111,8 @@ class Serialized:
             return
         header, inband_at, offsets = self._layout()
         w = segment_pool.take(path, self.size)
+        if w is None and snapshots.surrender(self.size):
+            w = segment_pool.take(path, self.size)
         if w is not None:
             dst = memoryview(w.mm)
             try:
@@ -120,10 +122,11 @@ class Serialized:
                     _copy(dst[o:o + n], b.cast("B") if b.ndim != 1 or b.format != "B" else b)
             finally:
                 del dst
+            snapshots.remember(self, path, offsets, w.mm)
             segment_pool.written(w)
         else:
             self._write_fresh(path, header, inband_at, offsets)
-        snapshots.remember(self, path, offsets)
+            snapshots.remember(self, path, offsets)
 
     def _write_fresh(self, path, header, inband_at, offsets):
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)

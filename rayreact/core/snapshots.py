@@ -50,12 +50,13 @@ def _address(buf) -> int:
 
 
 class _Snapshot:
-    __slots__ = ("path", "view", "base", "inband", "offsets", "size", "hits")
+    __slots__ = ("path", "view", "compare", "base", "inband", "offsets", "size", "hits")
 
-    def __init__(self, path, view, inband, offsets, size):
+    def __init__(self, path, view, compare, inband, offsets, size):
         self.path = path              # this cache's own name for the file
-        self.view = view              # read-only mapping: holds a shared flock, so the file is never recycled
-        self.base = _address(view)
+        self.view = view              # read-only view: holds a shared flock, so the file is never recycled
+        self.compare = compare        # what comparisons read: the writer's mapping if it has one (pages mapped)
+        self.base = _address(compare)
         self.inband = inband
         self.offsets = offsets
         self.size = size
@@ -94,7 +95,7 @@ class SnapshotCache:
                 back[1] -= 1
                 return False
             self._entries.move_to_end(key)
-            view = snap.view          # keeps the mapping alive while comparing, even if evicted meanwhile
+            view = snap.compare       # keeps the mapping alive while comparing, even if evicted meanwhile
         if view is None:
             return False
         same = snap.inband == ser.inband and all(
@@ -115,8 +116,11 @@ class SnapshotCache:
                 back[1] = (1 << back[0]) - 1
         return same
 
-    def remember(self, ser, path, offsets) -> None:
-        """``path`` was just written with ``ser``'s pack (at ``offsets``): remember it under a name of our own."""
+    def remember(self, ser, path, offsets, written=None) -> None:
+        """``path`` was just written with ``ser``'s pack (at ``offsets``): remember it under a name of our own.
+
+        ``written`` is the writer's mapping of the file, if it has one: comparisons then
+        read pages that are already mapped here instead of faulting in a new mapping."""
         if not self._usable(ser):
             return
         directory, name = os.path.split(path)
@@ -130,7 +134,8 @@ class SnapshotCache:
         except OSError:
             self._unlink(own)
             return
-        snap = _Snapshot(own, view, bytes(ser.inband), offsets, len(view))
+        compare = view if written is None else memoryview(_np.frombuffer(written, dtype=_np.uint8))
+        snap = _Snapshot(own, view, compare, bytes(ser.inband), offsets, len(view))
         key = self._key(ser)
         dropped = []
         with self._lock:
@@ -155,8 +160,28 @@ class SnapshotCache:
 
     def _forget(self, snap):
         # Unmap first (drops our shared lock) so the pool may take the file if ours was its last name.
-        path, snap.view = snap.path, None
+        path, snap.view, snap.compare = snap.path, None, None
         segment_pool.release(path)
+
+    def surrender(self, size) -> bool:
+        """Give the pool a remembered file of about ``size`` bytes that nothing else uses any more.
+
+        Called when the pool has no file for a write: reusing a snapshot's pages beats
+        allocating fresh ones, and one nobody links to or maps is only a guess anyway."""
+        with self._lock:
+            for key, snap in self._entries.items():
+                if size <= snap.size <= size + size // 2:
+                    try:
+                        if os.stat(snap.path).st_nlink != 1:
+                            continue
+                    except OSError:
+                        continue
+                    self._pop(key)
+                    break
+            else:
+                return False
+        self._forget(snap)
+        return True
 
     @staticmethod
     def _unlink(path):
@@ -172,7 +197,7 @@ class SnapshotCache:
             self._bytes = 0
             self._backoff.clear()
         for snap in entries:
-            snap.view = None
+            snap.view = snap.compare = None
             self._unlink(snap.path)
 
 

@@ -71,8 +71,8 @@ class SegmentPool:
     """Freed segment files kept (up to ``limit`` bytes) for reuse by any process of the session.
 
     Only the driver pools (it alone knows when an object is free); every process
-    takes.  Pool files are named ``rr-<session>-pool-<size>-<inode>-<random>``: the
-    inode tells a process which pooled files it still maps.
+    takes.  Pool files are named ``rr-<session>-pool-<size>-<inode>``: a process
+    finds the pooled files it still maps by name, without listing the directory.
     """
 
     def __init__(self):
@@ -80,6 +80,7 @@ class SegmentPool:
         self.keep_limit = 128 << 20     # bytes of writable mappings this process keeps (the driver keeps more)
         self._kept = collections.OrderedDict()   # inode -> Writable, least recently used first
         self._kept_bytes = 0
+        self._takes = 0
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ the pool directory
@@ -115,6 +116,19 @@ class SegmentPool:
         session = _session_of(name)
         if session is None or size < MIN_POOLED:
             return None
+        self._takes += 1
+        if self._takes % 16 == 0:
+            self._prune()
+            read_maps.prune()
+        # Pool names are fixed by size and inode, so a file this process still maps is found without a listing.
+        with self._lock:
+            mine = [(ino, w.size) for ino, w in reversed(self._kept.items()) if size <= w.size <= size + size // 2]
+        for ino, kept_size in mine:
+            try:
+                os.rename(os.path.join(directory, f"rr-{session}-pool-{kept_size:015d}-{ino}"), path)
+            except OSError:
+                continue
+            return self._writable(path, ino, kept_size, size)
         self._prune()
         read_maps.prune()
         candidates = [f for f in self._pool_files(directory, session) if size <= f[0] <= size + size // 2]
@@ -215,12 +229,22 @@ class SegmentPool:
             fd = os.open(path, os.O_RDONLY)
         except OSError:
             return
-        files = self._scan(directory, session) if session is not None else None
         try:
             st = os.fstat(fd)
-            if session is None or st.st_nlink != 1:
-                self._unlink(path)          # another name will still be read: the pages stay as they are
-            elif _try_lock(fd):
+        except OSError:
+            os.close(fd)
+            self._unlink(path)
+            return
+        if session is None or st.st_nlink != 1:
+            os.close(fd)
+            try:
+                os.unlink(path)             # another name will still be read: the pages stay as they are
+            except OSError:
+                pass
+            return
+        files = self._scan(directory, session)
+        try:
+            if _try_lock(fd):
                 self._pool(path, directory, session, st, files)
             elif len(files["pend"]) < MAX_PENDING:
                 os.rename(path, os.path.join(directory, _pool_name(session, "pend", st)))
@@ -230,7 +254,7 @@ class SegmentPool:
             self._unlink(path)
         finally:
             os.close(fd)
-        if files is not None and files["pend"]:
+        if files["pend"]:
             self._settle_pending(directory, session, files)
 
     def _pool(self, path, directory, session, st, files):
@@ -276,7 +300,8 @@ def _try_lock(fd) -> bool:
 
 
 def _pool_name(session, kind, st):
-    return f"rr-{session}-{kind}-{st.st_size:015d}-{st.st_ino}-{os.urandom(4).hex()}"
+    # Unique (one file per inode) and predictable: a process finds the files it still maps by name.
+    return f"rr-{session}-{kind}-{st.st_size:015d}-{st.st_ino}"
 
 
 segment_pool = SegmentPool()

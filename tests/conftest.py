@@ -106,6 +106,22 @@ def wait_until(predicate, timeout=60.0, interval=0.05):
         time.sleep(interval)
 
 
+def wait_until_calls_fail(ray, call, timeout=60.0):
+    """Poll ``call()`` (returning a ref) until getting it raises RayActorError; fail after ``timeout``.
+
+    Ray's ``kill`` is asynchronous: a call sent just after it may still run.
+    What both backends guarantee is that calls fail once the kill has landed.
+    """
+    def failing():
+        try:
+            ray.get(call(), timeout=timeout)
+        except ray.exceptions.RayActorError:
+            return True
+        return False
+
+    wait_until(failing, timeout=timeout)
+
+
 class Signal:
     """An async actor body: ``wait`` blocks until some caller has called ``send``.
 

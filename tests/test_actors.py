@@ -9,6 +9,7 @@ import os
 import threading
 
 import pytest
+from conftest import wait_until_calls_fail
 
 
 class Counter:
@@ -509,6 +510,19 @@ def test_get_if_exists_returns_the_existing_actor(ray_backend):
     ray_backend.kill(first)
 
 
+def test_get_if_exists_from_racing_tasks_gives_them_one_actor(ray_backend):
+    def get_or_create(name):
+        actor = ray_backend.remote(Counter).options(name=name, namespace="racing", lifetime="detached",
+                                                    get_if_exists=True).remote()
+        return ray_backend.get(actor.pid.remote())
+
+    task = ray_backend.remote(get_or_create)
+    for round_ in range(5):
+        name = f"raced-{round_}"
+        assert len(set(ray_backend.get([task.remote(name) for _ in range(4)]))) == 1
+        ray_backend.kill(ray_backend.get_actor(name, namespace="racing"))
+
+
 def test_get_if_exists_creates_when_missing(ray_backend):
     made = ray_backend.remote(Counter).options(name="fresh-counter", get_if_exists=True).remote(9)
     assert ray_backend.get(made.value.remote()) == 9
@@ -578,8 +592,7 @@ def test_kill_is_idempotent(ray_backend):
     ray_backend.get(actor.value.remote())
     ray_backend.kill(actor)
     ray_backend.kill(actor)
-    with pytest.raises(ray_backend.exceptions.RayActorError):
-        ray_backend.get(actor.value.remote(), timeout=60)
+    wait_until_calls_fail(ray_backend, actor.value.remote)
 
 
 def test_kill_rejects_non_handles(ray_backend):

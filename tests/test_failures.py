@@ -9,6 +9,7 @@ import signal as signals
 import time
 
 import pytest
+from conftest import wait_until_calls_fail
 
 GET_TIMEOUT = 120
 
@@ -156,6 +157,9 @@ def test_ray_kill_default_does_not_restart(ray_backend):
     victim = ray_backend.remote(Victim).options(max_restarts=2).remote()
     ray_backend.get(victim.pid.remote())
     ray_backend.kill(victim)
+    wait_until_calls_fail(ray_backend, victim.call.remote)
+    # ...and it stays dead: no restart follows a kill.
+    time.sleep(0.5)
     with pytest.raises(ray_backend.exceptions.RayActorError):
         ray_backend.get(victim.call.remote(), timeout=GET_TIMEOUT)
 

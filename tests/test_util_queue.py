@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from conftest import submodule
+from conftest import submodule, wait_until_calls_fail
 
 
 @pytest.fixture
@@ -187,5 +187,4 @@ def test_shutdown_stops_the_actor(ray_backend, qmod, force):
     actor = q.actor
     q.shutdown(force=force)
     assert q.actor is None
-    with pytest.raises(ray_backend.exceptions.RayActorError):
-        ray_backend.get(actor.qsize.remote(), timeout=60)
+    wait_until_calls_fail(ray_backend, actor.qsize.remote)

@@ -92,21 +92,20 @@ class SegmentPool:
     @staticmethod
     def _scan(directory, session):
         """{"pool": [...], "pend": [...]}: (size, inode, name) of the session's pooled and pending files."""
-        prefix = f"rr-{session}-"
-        out = {"pool": [], "pend": []}
         try:
             names = os.listdir(directory)
         except OSError:
-            return out
-        for name in names:
-            if name.startswith(prefix):
+            names = ()
+        out = {}
+        for kind in ("pool", "pend"):
+            prefix = f"rr-{session}-{kind}-"
+            found = out[kind] = []
+            for name in [n for n in names if n.startswith(prefix)]:
                 fields = name[len(prefix):].split("-")
-                found = out.get(fields[0])
-                if found is not None:
-                    try:
-                        found.append((int(fields[1]), int(fields[2]), name))
-                    except (ValueError, IndexError):
-                        pass
+                try:
+                    found.append((int(fields[0]), int(fields[1]), name))
+                except (ValueError, IndexError):
+                    pass
         return out
 
     # ------------------------------------------------------------------ taking

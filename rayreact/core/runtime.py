@@ -1071,9 +1071,20 @@ class Runtime(context.RuntimeHooks):
             err = self._create_actor_locked(actor_id, code_id, actor_class._cls.__name__, actor_class._methods,
                                             actor_class._is_async, args_desc, direct, options, namespace)
             if err is not None:
+                found = self._named_if_get_if_exists(options, namespace)
+                if found is not None:
+                    return ActorHandle(*found, weak=True)
                 raise err
             handle = ActorHandle(actor_id, actor_class._cls.__name__, actor_class._methods, original=True)
         return handle
+
+    def _named_if_get_if_exists(self, options, namespace):
+        """get_if_exists, and another caller took the name since we looked: (id, class, methods) of its actor."""
+        actor_id = self.named_actors.get((namespace, options.get("name")))
+        if not options.get("get_if_exists") or actor_id is None or self.actors[actor_id].state == "DEAD":
+            return None
+        a = self.actors[actor_id]
+        return (a.actor_id, a.class_name, a.methods)
 
     def _create_actor_locked(self, actor_id, code_id, class_name, methods, is_async, args_desc, direct, options,
                              namespace):
@@ -1500,6 +1511,8 @@ class Runtime(context.RuntimeHooks):
             namespace = options.get("namespace") or self.namespace
             err = self._create_actor_locked(actor_id, code_id, class_name, methods, is_async, args_desc, direct,
                                             options, namespace)
+            if err is not None:
+                err = self._named_if_get_if_exists(options, namespace) or err
             if err is None:
                 self._adopt_refs(w, [handles.key_of(actor_id)])    # the creating worker holds the first handle
             self._reply(w, req_id, err)

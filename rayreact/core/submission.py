@@ -135,11 +135,13 @@ def create_actor_from_worker(worker, actor_class, args, kwargs, options):
     code_id = code_id_of(actor_class)
     code = serialization.dumps_code(actor_class._cls)
     actor_id = ids.actor_id()
-    error = worker._request(protocol.V_CREATE_ACTOR, (actor_id, code_id, code, actor_class._cls.__name__,
+    reply = worker._request(protocol.V_CREATE_ACTOR, (actor_id, code_id, code, actor_class._cls.__name__,
                                                       actor_class._methods, actor_class._is_async, args_desc,
                                                       direct, dict(options)))
-    if error is not None:
-        raise error
+    if isinstance(reply, tuple):
+        return ActorHandle(*reply, weak=True)   # get_if_exists: another caller created it since we looked
+    if reply is not None:
+        raise reply
     return ActorHandle(actor_id, actor_class._cls.__name__, actor_class._methods, original=True)
 
 

@@ -13,4 +13,6 @@ TARGET_FILES = [
     "test_actor_pool.py",
     "test_queue.py",
     "test_top_level_api.py",
+    "test_get_or_create_actor.py",
+    "test_generators.py",
 ]

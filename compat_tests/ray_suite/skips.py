@@ -28,6 +28,9 @@ SKIPS = {
     "test_top_level_api.py::test_dynamic_subpackage_fallback_only": INTERNALS + ": ray._raylet",
     "test_top_level_api.py::test_dynamic_subpackage_import": MULTI_NODE + ": ray.autoscaler (cluster "
                                                              "autoscaling package)",
+    # test_generators.py
+    "test_generators.py::test_generator_oom": INTERNALS + ": the node's memory monitor and object spilling "
+                                              "(a task makes 10 GB of return values)",
 }
 
 

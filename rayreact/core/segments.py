@@ -30,11 +30,13 @@ import fcntl
 import mmap
 import os
 import threading
+import time
 import weakref
 
 PAGE = mmap.PAGESIZE
 MIN_POOLED = 64 * 1024                 # smaller files are not worth pooling
 MAX_PENDING = 32                       # freed files still mapped, waiting to join the pool
+POOL_IDLE_SECONDS = 10.0               # a pooled file unused this long is unlinked
 _MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
 
@@ -81,6 +83,7 @@ class SegmentPool:
         self._kept = collections.OrderedDict()   # inode -> Writable, least recently used first
         self._kept_bytes = 0
         self._takes = 0
+        self._last_decay = 0.0
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ the pool directory
@@ -255,15 +258,52 @@ class SegmentPool:
             os.close(fd)
         if files["pend"]:
             self._settle_pending(directory, session, files)
+        self._decay(directory, files)
 
     def _pool(self, path, directory, session, st, files):
-        """``path`` (locked by us, one name) joins the pool if there is room; else it goes."""
-        if sum(f[0] for f in files["pool"]) + st.st_size <= self.limit:
+        """``path`` (locked by us, one name) joins the pool, making room by dropping its oldest files."""
+        over = sum(f[0] for f in files["pool"]) + st.st_size - self.limit
+        if over > 0 and st.st_size <= self.limit:
+            self._drop_pooled(directory, files, lambda age, freed: freed < over)
+            over = sum(f[0] for f in files["pool"]) + st.st_size - self.limit
+        if over <= 0:
             pooled = _pool_name(session, "pool", st)
             os.rename(path, os.path.join(directory, pooled))
             files["pool"].append((st.st_size, st.st_ino, pooled))
         else:
             self._unlink(path)
+
+    def _drop_pooled(self, directory, files, more):
+        """Unlink pooled files, oldest first, while ``more(seconds pooled, bytes freed so far)``."""
+        now = time.time()
+        aged = []
+        for entry in files["pool"]:
+            try:
+                aged.append((now - os.stat(os.path.join(directory, entry[2])).st_ctime, entry))
+            except OSError:
+                files["pool"].remove(entry)     # taken meanwhile
+        freed = 0
+        for age, entry in sorted(aged, key=lambda a: -a[0]):
+            if not more(age, freed):
+                break
+            try:
+                os.unlink(os.path.join(directory, entry[2]))
+            except OSError:
+                pass
+            else:
+                freed += entry[0]
+            files["pool"].remove(entry)
+        if freed:
+            self._prune()
+            read_maps.prune()
+
+    def _decay(self, directory, files):
+        """Files left in the pool for a while go back to the system (the pool serves a working set)."""
+        now = time.monotonic()
+        if now - self._last_decay < 1.0 or not files["pool"]:
+            return
+        self._last_decay = now
+        self._drop_pooled(directory, files, lambda age, freed: age > POOL_IDLE_SECONDS)
 
     def _settle_pending(self, directory, session, files):
         """Pending files nobody maps any more join the pool (or go, if it is full)."""

@@ -37,6 +37,7 @@ PAGE = mmap.PAGESIZE
 MIN_POOLED = 64 * 1024                 # smaller files are not worth pooling
 MAX_PENDING = 32                       # freed files still mapped, waiting to join the pool
 POOL_IDLE_SECONDS = 10.0               # a pooled file unused this long is unlinked
+MAX_KEPT = 32                          # kept mappings hold a descriptor each: bounded in number too
 _MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
 
@@ -177,7 +178,7 @@ class SegmentPool:
         with self._lock:
             self._kept[w.ino] = w
             self._kept_bytes += w.size
-            while self._kept_bytes > self.keep_limit:
+            while self._kept_bytes > self.keep_limit or len(self._kept) > MAX_KEPT:
                 _, old = self._kept.popitem(last=False)
                 self._kept_bytes -= old.size
                 evicted.append(old)
@@ -448,11 +449,11 @@ class ReadMaps:
             m.close()
 
     def _trim(self):
-        if self._bytes <= self.limit:
+        if self._bytes <= self.limit and len(self._maps) <= 4 * MAX_KEPT:
             return
         for m in [m for m in self._maps.values() if not m.users]:
             self._evict(m)
-            if self._bytes <= self.limit:
+            if self._bytes <= self.limit and len(self._maps) <= 4 * MAX_KEPT:
                 return
 
     def _prune(self):

@@ -1,0 +1,86 @@
+"""rayreact's shared-memory bookkeeping: sharing happens, recycling stays bounded, nothing outlives the session.
+
+rayreact-only (real Ray has no segment files); each test owns its session.  The
+semantic side (snapshots stay snapshots) is tests/test_object_sharing.py, on both backends.
+"""
+
+import glob
+import os
+
+import numpy as np
+import pytest
+
+import rayreact
+from rayreact.core import segments
+
+MB = 2**20
+
+
+@pytest.fixture
+def session():
+    if rayreact.is_initialized():
+        rayreact.shutdown()
+    yield rayreact
+    if rayreact.is_initialized():
+        rayreact.shutdown()
+
+
+def _files(rt, kind=""):
+    return [p for p in glob.glob(os.path.join(rt.shm_dir, f"rr-{rt.session}-{kind}*")) if os.path.isfile(p)]
+
+
+def _object_path(rt, ref):
+    return rt.objects[ref._id].desc[1]
+
+
+def test_identical_puts_share_one_file_and_a_change_gets_its_own(session):
+    ray = session
+    ray.init(num_cpus=1)
+    rt = ray.core.context.current
+    arr = np.arange(2 * MB, dtype=np.float64)
+    first, second = ray.put(arr), ray.put(arr)
+    assert os.stat(_object_path(rt, first)).st_ino == os.stat(_object_path(rt, second)).st_ino
+    arr[-1] = -1.0
+    third = ray.put(arr)
+    assert os.stat(_object_path(rt, third)).st_ino != os.stat(_object_path(rt, first)).st_ino
+    assert [float(ray.get(r)[-1]) for r in (first, second, third)] == [2 * MB - 1.0, 2 * MB - 1.0, -1.0]
+
+
+def test_put_and_drop_loops_stay_within_the_pool(session):
+    ray = session
+    store = 256 * MB
+    ray.init(num_cpus=1, object_store_memory=store)
+    rt = ray.core.context.current
+    pool = segments.segment_pool.limit
+    assert 0 < pool <= store // 4
+
+    @ray.remote
+    def double(a):
+        return a * 2
+
+    rng = np.random.default_rng(0)
+    for i in range(120):
+        x = rng.random(int(rng.integers(25_000, 400_000)))   # 0.2 to 3 MB
+        assert float(ray.get(ray.put(x))[0]) == float(x[0])
+        assert float(ray.get(double.remote(x))[-1]) == 2 * float(x[-1])
+        same = np.full(MB // 8 * 3, float(i))
+        assert float(ray.get(double.remote(same))[0]) == 2.0 * i
+    held = sum(os.path.getsize(p) for p in _files(rt))
+    # Live values: none.  What remains is the pool, remembered snapshots and small session files.
+    assert held <= pool + pool // 2 + 8 * MB, (held, pool)
+    assert len(_files(rt, "pend")) <= segments.MAX_PENDING
+
+
+def test_nothing_is_left_after_shutdown(session):
+    ray = session
+    ray.init(num_cpus=1)
+    rt = ray.core.context.current
+    kept = [ray.put(np.full(MB, float(i))) for i in range(3)]
+    values = [ray.get(r) for r in kept]
+    del kept
+    ray.put(np.zeros(MB))
+    assert _files(rt)
+    prefix = os.path.join(rt.shm_dir, f"rr-{rt.session}-")
+    ray.shutdown()
+    assert not glob.glob(prefix + "*")
+    assert [float(v[0]) for v in values] == [0.0, 1.0, 2.0]   # values outlive the session's files

@@ -65,6 +65,11 @@ def _pid_alive(pid):
         return False
 
 
+def generate_system_config_map(**system_config):
+    """``init``/fixture keywords that set Ray's internal ``_system_config`` (rayreact accepts and ignores it)."""
+    return {"_system_config": system_config}
+
+
 def wait_for_pid_to_exit(pid, timeout=20):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -348,7 +348,7 @@ segment_pool = SegmentPool()
 
 
 class _Mapped:
-    """One read-only mapping of a file (inode ``ino``) and the descriptor its shared lock lives on."""
+    """One read-only mapping of a file (``ino``: device and inode) and the descriptor its shared lock lives on."""
 
     __slots__ = ("mm", "fd", "size", "ino", "users", "cached")
 
@@ -386,7 +386,7 @@ class ReadMaps:
 
     def __init__(self):
         self.limit = 128 << 20       # bytes of idle mappings this process keeps (the driver keeps more)
-        self._maps = collections.OrderedDict()   # inode -> _Mapped, least recently used first
+        self._maps = collections.OrderedDict()   # (device, inode) -> _Mapped, least recently used first
         self._bytes = 0
         self._lock = threading.RLock()   # finalizers may run anywhere, also inside view()
         self._np = None
@@ -399,14 +399,14 @@ class ReadMaps:
         try:
             st = os.fstat(fd)
             with self._lock:
-                m = self._maps.get(st.st_ino)
+                m = self._maps.get((st.st_dev, st.st_ino))
                 if m is not None and m.size != st.st_size:
                     self._evict(m)           # the file was resized since: idle, so nobody views it
                     m = None
                 if m is None:
                     fcntl.flock(fd, fcntl.LOCK_SH)
                     mm = mmap.mmap(fd, st.st_size, mmap.MAP_SHARED, mmap.PROT_READ)
-                    m = _Mapped(mm, fd, st.st_size, st.st_ino)
+                    m = _Mapped(mm, fd, st.st_size, (st.st_dev, st.st_ino))
                     fd = -1
                     self._prune()
                     self._maps[m.ino] = m

@@ -241,4 +241,8 @@ def exit_actor():
     if rt is None or not getattr(rt, "is_actor", False):
         raise TypeError("exit_actor API is called on a non-actor worker.")
     rt.request_exit()
+    if getattr(rt, "is_asyncio_actor", False):
+        # SystemExit would only stop the event loop's thread; as in Ray, a RayError ends the call instead.
+        from .exceptions import AsyncioActorExit
+        raise AsyncioActorExit()
     raise SystemExit(0)

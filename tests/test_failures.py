@@ -4,12 +4,15 @@ Attempts are counted in files, which survive the worker that wrote them.
 Every ``get`` has a timeout so that a hang fails the test instead of the suite.
 """
 
+import asyncio
+import atexit
+import importlib
 import os
 import signal as signals
 import time
 
 import pytest
-from conftest import wait_until_calls_fail
+from conftest import wait_until, wait_until_calls_fail
 
 GET_TIMEOUT = 120
 
@@ -98,6 +101,92 @@ def test_actor_exiting_itself_fails_the_call_and_later_calls(ray_backend):
         ray_backend.get(victim.exit_now.remote(), timeout=GET_TIMEOUT)
     with pytest.raises(ray_backend.exceptions.RayActorError):
         ray_backend.get(victim.call.remote(), timeout=GET_TIMEOUT)
+
+
+class Tidy:
+    """Notes its graceful end in a file: ``__ray_shutdown__`` writes "shutdown", its atexit handler "atexit"."""
+
+    def __init__(self, log, exit_in_constructor_of=None):
+        self.log = log
+        atexit.register(self._note, "atexit")
+        if exit_in_constructor_of:
+            importlib.import_module(exit_in_constructor_of + ".actor").exit_actor()
+
+    def _note(self, what):
+        with open(self.log, "a") as f:
+            f.write(what + "\n")
+
+    def __ray_shutdown__(self):
+        self._note("shutdown")
+
+    def ping(self):
+        return "pong"
+
+    def exit_but_catch_it(self, backend_name):
+        try:
+            importlib.import_module(backend_name + ".actor").exit_actor()
+        except SystemExit:
+            pass
+        return "returned"
+
+
+class AsyncTidy(Tidy):
+    async def exit_from_a_task_of_its_own(self, backend_name):
+        async def leave():
+            importlib.import_module(backend_name + ".actor").exit_actor()
+        asyncio.get_running_loop().create_task(leave())
+        return "started"
+
+
+def notes(path):
+    return path.read_text().split() if path.exists() else []
+
+
+def test_exit_actor_whose_exception_is_caught_still_ends_the_actor(ray_backend, tmp_path):
+    log = tmp_path / "log"
+    tidy = ray_backend.remote(Tidy).remote(str(log))
+    with pytest.raises(ray_backend.exceptions.RayActorError):
+        ray_backend.get(tidy.exit_but_catch_it.remote(ray_backend.__name__), timeout=GET_TIMEOUT)
+    with pytest.raises(ray_backend.exceptions.RayActorError):
+        ray_backend.get(tidy.ping.remote(), timeout=GET_TIMEOUT)
+    wait_until(lambda: notes(log) == ["shutdown", "atexit"])
+
+
+def test_actor_going_out_of_scope_runs_ray_shutdown_then_atexit(ray_backend, tmp_path):
+    log = tmp_path / "log"
+    tidy = ray_backend.remote(Tidy).remote(str(log))
+    assert ray_backend.get(tidy.ping.remote()) == "pong"
+    del tidy
+    wait_until(lambda: notes(log) == ["shutdown", "atexit"])
+
+
+def test_killed_actor_runs_no_cleanup(ray_backend, tmp_path):
+    log = tmp_path / "log"
+    tidy = ray_backend.remote(Tidy).remote(str(log))
+    assert ray_backend.get(tidy.ping.remote()) == "pong"
+    ray_backend.kill(tidy)
+    wait_until_calls_fail(ray_backend, tidy.ping.remote)
+    assert notes(log) == []
+
+
+def test_exit_actor_in_the_constructor_ends_the_actor(ray_backend, tmp_path):
+    log = tmp_path / "log"
+    tidy = ray_backend.remote(Tidy).remote(str(log), exit_in_constructor_of=ray_backend.__name__)
+    with pytest.raises(ray_backend.exceptions.RayActorError):
+        ray_backend.get(tidy.ping.remote(), timeout=GET_TIMEOUT)
+    wait_until(lambda: "atexit" in notes(log))
+
+
+def test_exit_actor_from_an_asyncio_task_of_the_actor_ends_it(ray_backend, tmp_path):
+    log = tmp_path / "log"
+    tidy = ray_backend.remote(AsyncTidy).remote(str(log))
+    assert ray_backend.get(tidy.ping.remote()) == "pong"
+    try:    # the actor may end before this call's reply leaves it (Ray: often)
+        ray_backend.get(tidy.exit_from_a_task_of_its_own.remote(ray_backend.__name__), timeout=GET_TIMEOUT)
+    except ray_backend.exceptions.RayActorError:
+        pass
+    wait_until(lambda: notes(log) == ["shutdown", "atexit"])
+    wait_until_calls_fail(ray_backend, tidy.ping.remote)
 
 
 def test_dead_actor_does_not_affect_other_actors(ray_backend):

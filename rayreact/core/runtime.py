@@ -1325,7 +1325,8 @@ class Runtime(context.RuntimeHooks):
                 self._restart_actor(actor, w, reason)
             else:
                 msg = (f"The actor {actor.class_name} (id={actor.actor_id.hex()}) died. {reason}" if not exiting else
-                       f"The actor {actor.class_name} exited (exit_actor / __ray_terminate__).")
+                       f"The actor {actor.class_name} is dead because its worker process exited by a user "
+                       "request: exit_actor() is called (or __ray_terminate__).")
                 if actor.no_restart and getattr(actor, "killed", False):
                     msg = f"The actor {actor.class_name} was killed by ray.kill(). {reason}"
                 self._actor_died(actor, exceptions.ActorDiedError(error_msg=msg))
@@ -1775,7 +1776,7 @@ class Runtime(context.RuntimeHooks):
         self._actor_died(actor, error)
         if w is not None and not w.dead:
             w.exiting = True
-            self._send(w, (protocol.EXIT,))
+            self._send(w, (protocol.EXIT, "out_of_scope"))     # a graceful end: __ray_shutdown__, atexit
 
     def get_gpu_ids(self):
         return []

@@ -20,6 +20,7 @@ import asyncio
 import collections
 import collections.abc
 import concurrent.futures
+import contextvars
 import inspect
 import os
 import sys
@@ -31,6 +32,10 @@ from .. import exceptions
 from . import channel, context, generator_returns, ids, protocol, refcount, serialization
 from .serialization import INLINE, SEGMENT
 from .proctitle import encode as _title, set_title
+
+# Set by exit_actor() in the call (thread or asyncio task) that made it: that call reports the actor's death.
+_exit_called_here = contextvars.ContextVar("rayreact_exit_called_here", default=False)
+GRACEFUL_SHUTDOWN_S = 30.0       # Ray's actor_graceful_shutdown_timeout_ms: a cleanup that hangs is cut off
 
 _IDLE_TITLE = _title("ray::IDLE")     # Ray's titles: ray::IDLE, ray::<task>, ray::<Actor>, ray::<Actor>.<method>
 
@@ -148,6 +153,7 @@ class Worker(context.RuntimeHooks):
         self.assigned_resources = {}
         self.gpu_ids = []
         self.exit_requested = False
+        self._exit_lock = threading.Lock()
         self._bell = channel.Doorbell(spec["worker_bell"])
         self._bell.enter_active()
         driver_bell = channel.Doorbell(spec["driver_bell"])
@@ -230,6 +236,8 @@ class Worker(context.RuntimeHooks):
             self._poller.wait(1.0)
             if os.getppid() == 1:
                 os._exit(1)
+            if self.exit_requested:
+                self._exit_now()
 
     # ---------------------------------------------------------------- main loop
     def serve(self):
@@ -254,6 +262,8 @@ class Worker(context.RuntimeHooks):
             self._running = False
             self._shutdown_executors()
             self.send((protocol.EXITING, "exit"))
+            if len(msg) > 1 and self.is_actor:      # out of scope: ends gracefully, as in Ray
+                self._graceful_cleanup()
         elif kind == protocol.CANCEL:
             pass
         elif kind == protocol.REACTOR:
@@ -428,23 +438,30 @@ class Worker(context.RuntimeHooks):
         self.assigned_resources = resources
         self.actor_handle_info = handle_info
         self._max_concurrency = max_concurrency
+        if is_async:
+            # Ray runs an asyncio actor's constructor on its event loop (it may start asyncio tasks).
+            self._loop = asyncio.new_event_loop()
+            self._loop.set_exception_handler(_quiet_about_exit_actor)
+            threading.Thread(target=self._loop.run_forever, name="rayreact-asyncio", daemon=True).start()
         try:
             cls = self._load_code(code_id)
             args, kwargs = self.resolve_args(args_desc, arg_descs)
             self.actor_instance = cls.__new__(cls)
             if self._tracer is None or trace_key is None:
                 self._tracer = None
-                self.actor_instance.__init__(*args, **kwargs)
+                self._construct(self.actor_instance.__init__, args, kwargs)
             else:
                 self._tracer.actor_key = trace_key
-                self._tracer.run("actor_create", self.actor_instance.__init__, "__init__", args, kwargs,
-                                 cls.__module__, concurrent=bool(is_async or max_concurrency > 1))
+                self._construct(lambda *a, **k: self._tracer.run(
+                    "actor_create", self.actor_instance.__init__, "__init__", a, k, cls.__module__,
+                    concurrent=bool(is_async or max_concurrency > 1)), args, kwargs)
             error = None
         except BaseException as exc:  # noqa: BLE001
             error = self._task_error(f"{class_name}.__init__", exc, actor=True)
+        if self.exit_requested:
+            error = exceptions.ActorDiedError(error_msg=f"The actor {class_name} exited in its constructor: "
+                                                        "exit_actor() is called.")
         if error is None and is_async:
-            self._loop = asyncio.new_event_loop()
-            threading.Thread(target=self._loop.run_forever, name="rayreact-asyncio", daemon=True).start()
             self._async_sem = None
             if max_concurrency:
                 async def make_sem():
@@ -453,10 +470,33 @@ class Worker(context.RuntimeHooks):
         elif error is None and max_concurrency > 1:
             self._pool = concurrent.futures.ThreadPoolExecutor(max_concurrency, thread_name_prefix="rayreact-actor")
         set_title(self._actor_title)
+        if self.exit_requested:
+            # exit_actor() in the constructor: clean up first, as the driver ends a failed actor's process.
+            self._exit_lock.acquire()
+            self._graceful_cleanup()
         if error is None:
             self.send((protocol.DONE, b"create:" + actor_id, [], True))
         else:
             self.send((protocol.DONE, b"create:" + actor_id, [(b"", self.store_value(b"", error, True))], False))
+        if self.exit_requested:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+
+    def _construct(self, init, args, kwargs):
+        if self._loop is None:
+            init(*args, **kwargs)
+            return
+
+        async def on_the_loop():
+            init(*args, **kwargs)
+        asyncio.run_coroutine_threadsafe(on_the_loop(), self._loop).result()
+
+    def _died_by_exit_actor(self, return_ids):
+        """The call that ran exit_actor() reports the actor's death, even if it caught the exception."""
+        return self._error_results(return_ids, exceptions.ActorDiedError(
+            error_msg="The actor died because it called exit_actor() (or __ray_terminate__) and this call "
+                      "did not return a value."))
 
     def _dispatch_call(self, msg):
         if self._loop is not None:
@@ -504,12 +544,14 @@ class Worker(context.RuntimeHooks):
             ok = True   # final, as for tasks
         except SystemExit:
             exiting = True
-            results = self._error_results(return_ids, exceptions.ActorDiedError(
-                error_msg="The actor died because it called exit_actor() (or __ray_terminate__) "
-                          "and this call did not return a value."))
+            results = self._died_by_exit_actor(return_ids)
             ok = False
         except BaseException as exc:  # noqa: BLE001
             results = self._error_results(return_ids, self._task_error(name, exc, actor=True))
+            ok = False
+        if not exiting and _exit_called_here.get():
+            exiting = True
+            results = self._died_by_exit_actor(return_ids)
             ok = False
         nested = self._pin_nested(results)
         # Drop our views of the arguments before reporting, so their segments can be recycled at once.
@@ -544,10 +586,9 @@ class Worker(context.RuntimeHooks):
         except _PartialResults as partial:
             results = partial.complete(self, return_ids, name, actor=True)
             ok = True   # final, as for tasks
-        except SystemExit:
+        except (SystemExit, exceptions.AsyncioActorExit):
             exiting = True
-            results = self._error_results(return_ids, exceptions.ActorDiedError(
-                error_msg="The actor died because it called exit_actor()."))
+            results = self._died_by_exit_actor(return_ids)
             ok = False
         except BaseException as exc:  # noqa: BLE001
             results = self._error_results(return_ids, self._task_error(name, exc, actor=True))
@@ -555,6 +596,10 @@ class Worker(context.RuntimeHooks):
         finally:
             if sem is not None:
                 sem.release()
+        if not exiting and _exit_called_here.get():
+            exiting = True
+            results = self._died_by_exit_actor(return_ids)
+            ok = False
         self.send((protocol.DONE, task_id, results, ok))
         set_title(self._actor_title, comm=False)
         if exiting:
@@ -562,18 +607,37 @@ class Worker(context.RuntimeHooks):
 
     def request_exit(self):
         self.exit_requested = True
+        _exit_called_here.set(True)
+
+    @property
+    def is_asyncio_actor(self):
+        return self._loop is not None
 
     def _exit_now(self):
+        self._exit_lock.acquire()       # never released: a second caller waits for the process to end
         self.send((protocol.EXITING, "exit_actor"))
-        # A graceful exit (exit_actor / __ray_terminate__) runs the actor's atexit handlers, as in Ray.
+        self._graceful_cleanup()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+    def _graceful_cleanup(self):
+        """A graceful end (exit_actor, __ray_terminate__, out of scope) runs the actor's ``__ray_shutdown__``
+        and then its atexit handlers, as in Ray; ``ray.kill`` runs neither."""
+        cutoff = threading.Timer(GRACEFUL_SHUTDOWN_S, os._exit, (1,))
+        cutoff.daemon = True
+        cutoff.start()
+        shutdown = getattr(self.actor_instance, "__ray_shutdown__", None)
+        if shutdown is not None:
+            try:
+                shutdown()
+            except Exception:  # noqa: BLE001 - reported, and the actor still ends
+                traceback.print_exc()
         try:
             import atexit
             atexit._run_exitfuncs()
         except Exception:
             pass
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
 
     def _shutdown_executors(self):
         if self._pool is not None:
@@ -716,6 +780,12 @@ submission_STREAMING = -1
 class _DependencyFailed(Exception):
     def __init__(self, error):
         self.error = error
+
+
+def _quiet_about_exit_actor(loop, context):
+    """exit_actor() in an asyncio task of the actor's own ends the actor; it is not an unretrieved error."""
+    if not isinstance(context.get("exception"), exceptions.AsyncioActorExit):
+        loop.default_exception_handler(context)
 
 
 class _PartialResults(Exception):

@@ -45,10 +45,14 @@ def compare_workload(workload, runs, serial=None, cores=1, reactor_available=Tru
         row = {"name": proto.name, "unit": proto.unit, "higher_is_better": proto.higher_is_better,
                "values": values, "speedup": speedups, "target_speedup": proto.target_speedup,
                "target_note": proto.target_note, "met": None}
-        if proto.min_serial_fraction is not None and serial_metrics and index < len(serial_metrics):
-            ideal = serial_metrics[index].value * cores
+        if serial_metrics and index < len(serial_metrics):
             row["serial_value"] = serial_metrics[index].value
-            row["fraction_of_serial_x_cores"] = {n: v / ideal for n, v in values.items()}
+            if proto.higher_is_better:
+                ideal = serial_metrics[index].value * cores
+                row["fraction_of_serial_x_cores"] = {n: v / ideal for n, v in values.items()}
+            else:
+                # No runtime can beat the serial time spread perfectly over the cores.
+                row["floor"] = serial_metrics[index].value / cores
         if proto.target_speedup is not None and speedups.get(RAYREACT.name) is not None:
             met = speedups[RAYREACT.name] >= proto.target_speedup
             if proto.max_value is not None:
@@ -159,6 +163,12 @@ def notes(results):
         if w["checksums_equal"] is False:
             out.append(f"{w['name']}: the backends computed different results: {w['checksums']}")
         for row in w["metrics"]:
+            floor, ray_value = row.get("floor"), row["values"].get(RAY.name)
+            if floor is not None and ray_value:
+                out.append(f"{w['name']} {row['name']}: the same computation in one process without Ray takes "
+                           f"{row['serial_value']:.3g} {row['unit']}; spread perfectly over "
+                           f"{results['machine']['usable_cores']} cores that is {floor:.3g} {row['unit']}, "
+                           f"{floor / ray_value:.2f}x Ray's time: no runtime can go below it")
             fractions = row.get("fraction_of_serial_x_cores")
             if fractions:
                 parts = ", ".join(f"{ALL[n].label} {f:.0%}" for n, f in fractions.items() if n in ALL)

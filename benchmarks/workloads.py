@@ -104,6 +104,7 @@ WORKLOADS = [
              targets=">= 5x Ray and >= 75% of single-process steps/s x cores"),
     Workload("dqn", "synchronous DQN on Blackjack: 16 rollout actors, replay-buffer actor, learner in the driver",
              os.path.join(EXAMPLES, "dqn_blackjack.py"), ["--rounds", "40"], ["--quick"], _dqn_metrics,
+             serial_args=["--serial", "--rounds", "40"], serial_quick_args=["--serial", "--quick"],
              targets="time <= 0.4x Ray"),
     Workload("marl", "one torch policy actor per agent, joint observation to every agent each step",
              os.path.join(EXAMPLES, "marl_inference.py"), ["--steps", "600"], ["--quick"], _marl_metrics,

@@ -15,6 +15,7 @@ checksum) are identical on every Ray-compatible backend.
 
     python dqn_blackjack.py --quick
     python dqn_blackjack.py --batch-sizes 500 1000 2000 --rounds 60
+    python dqn_blackjack.py --serial   # the same computation in one process, without Ray
 """
 
 import argparse
@@ -42,6 +43,7 @@ def parse_args():
     parser.add_argument("--eval-episodes", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num-cpus", type=int, default=None, help="passed to ray.init")
+    parser.add_argument("--serial", action="store_true", help="run the actors' code in this process, without Ray")
     parser.add_argument("--report", help="also write the summary as JSON to this file")
     args = parser.parse_args()
     if args.quick:
@@ -62,7 +64,6 @@ def q_values(weights, x):
     return np.maximum(x @ w1.T + b1, 0.0) @ w2.T + b2
 
 
-@ray.remote
 class RolloutWorker:
     def __init__(self):
         self.env = gym.make("Blackjack-v1")
@@ -89,7 +90,6 @@ class RolloutWorker:
         return {"obs": obs, "actions": actions, "rewards": rewards, "next_obs": next_obs, "dones": dones}
 
 
-@ray.remote
 class ReplayBuffer:
     def __init__(self, capacity):
         self.capacity = capacity
@@ -156,22 +156,33 @@ def greedy_return(weights, episodes, seed):
     return total / episodes
 
 
-def train(args, workers, buffer, batch_size):
+class InProcess:
+    """Stands in for an actor handle in --serial runs: ``handle.method.remote(...)`` runs the call here."""
+
+    def __init__(self, obj):
+        self._obj = obj
+
+    def __getattr__(self, name):
+        method = getattr(self._obj, name)
+        return type("Method", (), {"remote": staticmethod(method)})
+
+
+def train(args, workers, buffer, batch_size, get=ray.get):
     """One full training run at one minibatch size, from fresh seeds; returns its summary."""
     torch.manual_seed(args.seed)
     q_net, target_net = QNetwork(), QNetwork()
     target_net.load_state_dict(q_net.state_dict())
     optimizer = torch.optim.Adam(q_net.parameters(), lr=args.lr)
     # also waits until every actor is up, so the timing covers training only
-    ray.get([w.reset.remote(args.seed * 1000 + i) for i, w in enumerate(workers)] + [buffer.reset.remote(args.seed)])
+    get([w.reset.remote(args.seed * 1000 + i) for i, w in enumerate(workers)] + [buffer.reset.remote(args.seed)])
 
     start = time.perf_counter()
     for round_index in range(args.rounds):
         epsilon = max(0.05, 1.0 - round_index / max(1, args.rounds * 0.7))
         weights = q_net.numpy_weights()
-        rollouts = ray.get([w.rollout.remote(weights, epsilon, args.steps_per_rollout) for w in workers])
+        rollouts = get([w.rollout.remote(weights, epsilon, args.steps_per_rollout) for w in workers])
         buffer.add.remote(rollouts)
-        batch = ray.get(buffer.sample.remote(batch_size))
+        batch = get(buffer.sample.remote(batch_size))
         loss = td_step(q_net, target_net, optimizer, batch, args.gamma)
         if (round_index + 1) % args.target_every == 0:
             target_net.load_state_dict(q_net.state_dict())
@@ -196,23 +207,30 @@ def train(args, workers, buffer, batch_size):
 def main():
     args = parse_args()
     torch.set_num_threads(1)
-    ray.init(num_cpus=args.num_cpus, include_dashboard=False)
-    workers = [RolloutWorker.remote() for _ in range(args.rollout_actors)]
-    buffer = ReplayBuffer.remote(args.buffer_capacity)
+    if args.serial:
+        workers = [InProcess(RolloutWorker()) for _ in range(args.rollout_actors)]
+        buffer = InProcess(ReplayBuffer(args.buffer_capacity))
+        get = lambda values: values  # noqa: E731  (calls already ran)
+    else:
+        ray.init(num_cpus=args.num_cpus, include_dashboard=False)
+        workers = [ray.remote(RolloutWorker).remote() for _ in range(args.rollout_actors)]
+        buffer = ray.remote(ReplayBuffer).remote(args.buffer_capacity)
+        get = ray.get
     runs = []
     for batch_size in args.batch_sizes:
-        run = train(args, workers, buffer, batch_size)
+        run = train(args, workers, buffer, batch_size, get)
         runs.append(run)
         print(f"batch {batch_size}: {run['rounds']} rounds in {run['train_s']:.2f} s, "
               f"loss {run['final_loss']:.4f}, greedy return {run['greedy_return']:+.3f}, checksum {run['checksum']}")
-    ray.shutdown()
+    if not args.serial:
+        ray.shutdown()
 
     checksum = 0
     for run in runs:
         checksum = zlib.crc32(run["checksum"].encode(), checksum)
     summary = {
         "example": "dqn_blackjack",
-        "backend": ray.__name__,
+        "backend": "serial" if args.serial else ray.__name__,
         "runs": runs,
         "total_train_s": sum(r["train_s"] for r in runs),
         "checksum": f"{checksum:08x}",

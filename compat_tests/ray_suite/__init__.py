@@ -15,4 +15,5 @@ TARGET_FILES = [
     "test_top_level_api.py",
     "test_get_or_create_actor.py",
     "test_generators.py",
+    "test_actor_failures.py",
 ]

@@ -248,7 +248,7 @@ class SegmentPool:
         files = self._scan(directory, session)
         try:
             if _try_lock(fd):
-                self._pool(path, directory, session, st, files)
+                self._pool(path, directory, session, os.fstat(fd), files)   # (links counted under the lock)
             elif len(files["pend"]) < MAX_PENDING:
                 os.rename(path, os.path.join(directory, _pool_name(session, "pend", st)))
             else:
@@ -263,6 +263,9 @@ class SegmentPool:
 
     def _pool(self, path, directory, session, st, files):
         """``path`` (locked by us, one name) joins the pool, making room by dropping its oldest files."""
+        if st.st_nlink != 1:
+            self._unlink(path)        # linked again while it waited (a reader's name): never recycled
+            return
         over = sum(f[0] for f in files["pool"]) + st.st_size - self.limit
         if over > 0 and st.st_size <= self.limit:
             self._drop_pooled(directory, files, lambda age, freed: freed < over)

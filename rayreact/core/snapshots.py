@@ -95,8 +95,10 @@ class SnapshotCache:
                 back[1] -= 1
                 return False
             self._entries.move_to_end(key)
-            view = snap.compare       # keeps the mapping alive while comparing, even if evicted meanwhile
-        if view is None:
+            # Held while comparing and linking, even if evicted meanwhile: ``view`` keeps the
+            # shared lock (the pool cannot take the file), ``compare`` keeps the pages mapped.
+            view, compare = snap.view, snap.compare
+        if view is None or compare is None:
             return False
         same = snap.inband == ser.inband and all(
             _memcmp(snap.base + o, _address(b), n) == 0 for (o, n), b in zip(snap.offsets, ser.buffers))
@@ -105,7 +107,7 @@ class SnapshotCache:
                 os.link(snap.path, path)
             except OSError:
                 same = False
-        del view
+        del view, compare
         with self._lock:
             if same:
                 snap.hits += 1

@@ -435,14 +435,17 @@ class ReadMaps:
             m.users -= 1
             if m.users:
                 return
-            if not m.cached:
-                m.close()
+            if m.cached and _has_name(m.fd):
+                try:
+                    fcntl.flock(m.fd, fcntl.LOCK_UN)
+                except OSError:
+                    pass
+                self._trim()
                 return
-            try:
-                fcntl.flock(m.fd, fcntl.LOCK_UN)
-            except OSError:
-                pass
-            self._trim()
+            if m.cached:
+                self._evict(m)       # its file is gone: keeping the mapping would only pin its memory
+            else:
+                m.close()
 
     def _evict(self, m):
         del self._maps[m.ino]
@@ -462,11 +465,7 @@ class ReadMaps:
     def _prune(self):
         """Drop idle mappings of files that no longer have a name (they would pin memory)."""
         for m in [m for m in self._maps.values() if not m.users]:
-            try:
-                dead = os.fstat(m.fd).st_nlink == 0
-            except OSError:
-                dead = True
-            if dead:
+            if not _has_name(m.fd):
                 self._evict(m)
 
     def prune(self):
@@ -486,6 +485,13 @@ class ReadMaps:
                 numpy = False
             self._np = numpy
         return self._np or None
+
+
+def _has_name(fd) -> bool:
+    try:
+        return os.fstat(fd).st_nlink > 0
+    except OSError:
+        return False
 
 
 read_maps = ReadMaps()

@@ -76,6 +76,7 @@ DEF DB_SIZE = 128
 
 cdef double SPIN_SECONDS = 50e-6
 cdef double SPIN_CROWDED_SECONDS = 3e-6
+DEF PROBE_EVERY = 8
 cdef uint32_t* AWAKE = NULL          # the session's awake counter (see the module docstring)
 cdef object AWAKE_PAGE = None        # the Doorbell that maps it, kept alive
 cdef uint32_t CORES = max(1, len(_os.sched_getaffinity(0)))
@@ -230,10 +231,12 @@ cdef class Poller:
     cdef bytes _heads_store
     cdef bytes _tails_store
     cdef double adaptive_spin   # learned: how long spinning has recently paid off
+    cdef int since_probe        # waits since the last full-length spin
 
     def __cinit__(self, Doorbell bell):
         self.bell = bell
         self.adaptive_spin = 1.0
+        self.since_probe = 0
         self.rings = []
         self.n = 0
         self._heads_store = b""
@@ -273,8 +276,15 @@ cdef class Poller:
         cdef int k
         # Adaptive spinning: spin only while messages have recently come within the spin window.
         # A peer called once per round (an env actor among many) stops burning CPU it does not save.
+        # Every PROBE_EVERY-th wait spins in full all the same: once a waiter sleeps, it learns only when it
+        # woke, not when the message came (a wake can take 100+ us on a VM), so without probes a waiter that
+        # stopped spinning would never find out that spinning pays again.
         if self.adaptive_spin < spin:
-            spin = self.adaptive_spin
+            self.since_probe += 1
+            if self.since_probe >= PROBE_EVERY:
+                self.since_probe = 0
+            else:
+                spin = self.adaptive_spin
         with nogil:
             ready = self._any_ready()
             start = monotonic_s()

@@ -62,7 +62,8 @@ REPEATS = int(os.environ.get("RAYREACT_REPEATS", "3"))
 WINDOW = 4096                          # events infer looks at
 MAX_TRACE = 8192                       # a recording that found nothing this long gives up (for a cool-down)
 RING_CAPACITY = 1 << 20
-COOLDOWN_FIRST = 64                    # dynamic events before recording again, doubled after each deopt
+COOLDOWN_FIRST = 64                    # dynamic events before recording again, doubled after each refusal
+MAX_REPEATS = 48                       # periods a flapping script must repeat before it is replayed again
 COOLDOWN_MAX = 1 << 16
 DEFER_WAKES = os.environ.get("RAYREACT_DEFER_WAKES", "1") == "1"
 WAKE_DELAY = 100e-6                    # a burst of calls defers its wakes at most this long
@@ -97,6 +98,7 @@ class Reactor:
         self.refusals = collections.OrderedDict()   # reason -> count
         self.cooldown = 0
         self.backoff = COOLDOWN_FIRST
+        self.repeats = REPEATS           # full periods a plan needs before replay; grows while runs end early
         self.next_attempt = 0
         self.plans_found = 0
         self.started = time.monotonic()
@@ -200,10 +202,14 @@ class Reactor:
             self.index = run.idx
             self.runs.append(run.summary())
             self.fallbacks.append((time.monotonic() - self.started, reason, run.periods))
-            if run.periods >= 8 * REPEATS:
-                self.backoff = COOLDOWN_FIRST     # a run that paid for itself: try again soon
-            self._go_dynamic(self.backoff)
-            self.backoff = min(self.backoff * 2, COOLDOWN_MAX)
+            # Scripts change phase (a new actor count, evaluation after training): record the new pattern at
+            # once.  What a script that flaps costs is the switch and the drain, not recording, so a run that
+            # ended early makes the next plan wait for more repeats instead of pausing the recording.
+            if run.periods >= 2 * self.repeats:
+                self.repeats = REPEATS            # a run that outlasted its warm-up: a phase change, not flapping
+            else:
+                self.repeats = min(self.repeats * 2, MAX_REPEATS)
+            self._start_recording()
 
     def reset(self):
         """Leave any replay and record afresh now (tests and phase changes the script announces)."""
@@ -211,6 +217,7 @@ class Reactor:
             if self.run is not None:
                 self.deopt("reset")
             self.backoff = COOLDOWN_FIRST
+            self.repeats = REPEATS
             self._start_recording()
 
     # ================================================================== recording
@@ -234,7 +241,7 @@ class Reactor:
             return
         # Geometric spacing: infer's work stays a small constant per recorded event.
         self.next_attempt = n + max(8, n // 2)
-        plan = infer(rec.trace, repeats=REPEATS, window=WINDOW)
+        plan = infer(rec.trace, repeats=self.repeats, window=WINDOW)
         if plan is None:
             if n > MAX_TRACE:
                 self._no_pattern()

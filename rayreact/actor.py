@@ -30,18 +30,25 @@ def method(*args, **kwargs):
 class MethodInfo:
     """What a caller needs to know about one actor method: plain data, shipped with handles."""
 
-    __slots__ = ("name", "num_returns", "signature", "arity", "is_async", "takes_self")
+    __slots__ = ("name", "num_returns", "signature", "arity", "is_async", "takes_self", "task_name")
 
-    def __init__(self, name, num_returns, signature, is_async, takes_self):
+    def __init__(self, name, num_returns, signature, is_async, takes_self, task_name=None):
         self.name = name
         self.num_returns = num_returns
         self.signature = signature
         self.arity = arity_check(signature)
         self.is_async = is_async
         self.takes_self = takes_self
+        self.task_name = task_name       # .options(name=...): the call's name (its process title), as in Ray
+
+    def named(self, task_name):
+        """This method's info for calls named ``task_name``."""
+        info = MethodInfo(self.name, self.num_returns, self.signature, self.is_async, self.takes_self, task_name)
+        info.arity = self.arity
+        return info
 
     def __reduce__(self):
-        return (MethodInfo, (self.name, self.num_returns, None, self.is_async, self.takes_self))
+        return (MethodInfo, (self.name, self.num_returns, None, self.is_async, self.takes_self, self.task_name))
 
 
 def _method_table(cls) -> dict:
@@ -228,7 +235,10 @@ class ActorMethod:
             if key not in ("num_returns", "name", "concurrency_group", "max_task_retries", "retry_exceptions",
                            "enable_task_events", "_generator_backpressure_num_objects"):
                 raise ValueError(f"Invalid option keyword {key} for actor methods.")
-        return ActorMethod(self._handle, self._info, method_options.get("num_returns", self._num_returns))
+        info = self._info
+        if method_options.get("name"):
+            info = info.named(method_options["name"])
+        return ActorMethod(self._handle, info, method_options.get("num_returns", self._num_returns))
 
     def bind(self, *args, **kwargs):
         raise NotImplementedError("DAG building (.bind) is not supported by rayreact")

@@ -1191,10 +1191,12 @@ class Runtime(context.RuntimeHooks):
         return_ids = [ids.new_id() for _ in range(submission.return_count(num_returns))]
         refs = [ObjectRef(oid) for oid in return_ids]
         with self._lock:
-            self._submit_call_locked(None, handle._actor_id, info.name, args_desc, direct, return_ids, num_returns)
+            self._submit_call_locked(None, handle._actor_id, info.name, args_desc, direct, return_ids, num_returns,
+                                     info.task_name)
         return submission._returns(refs, num_returns)
 
-    def _submit_call_locked(self, caller, actor_id, method, args_desc, direct, return_ids, num_returns):
+    def _submit_call_locked(self, caller, actor_id, method, args_desc, direct, return_ids, num_returns,
+                            task_name=None):
         if self._released_backlog or refcount.released:
             self._process_releases()
         owner = caller.index if caller is not None else None
@@ -1209,6 +1211,7 @@ class Runtime(context.RuntimeHooks):
         spec.num_returns = num_returns
         spec.actor_id = actor_id
         spec.method = method
+        spec.name = task_name
         spec.caller = caller
         spec.retries_left = actor.max_task_retries if actor is not None else 0
         spec.retry_exceptions = False
@@ -1251,7 +1254,7 @@ class Runtime(context.RuntimeHooks):
                 spec.worker = w
                 arg_descs = self._ship_args(w, spec)
                 self._send(w, (protocol.CALL, spec.task_id, spec.method, spec.args_desc, arg_descs,
-                               spec.return_ids, spec.num_returns))
+                               spec.return_ids, spec.num_returns, spec.name))
         for key in [k for k, q in actor.queues.items() if not q]:
             del actor.queues[key]
 
@@ -1492,9 +1495,9 @@ class Runtime(context.RuntimeHooks):
             self._adopt_refs(w, return_ids)
             self._submit_task_locked(w, code_id, name, args_desc, direct, return_ids, num_returns, options)
         elif verb == protocol.V_SUBMIT_CALL:
-            actor_id, method, args_desc, direct, return_ids, num_returns = payload
+            actor_id, method, args_desc, direct, return_ids, num_returns, task_name = payload
             self._adopt_refs(w, return_ids)
-            self._submit_call_locked(w, actor_id, method, args_desc, direct, return_ids, num_returns)
+            self._submit_call_locked(w, actor_id, method, args_desc, direct, return_ids, num_returns, task_name)
         elif verb == protocol.V_GET:
             object_ids, timeout = payload
             self._worker_get(w, req_id, object_ids)

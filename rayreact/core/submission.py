@@ -150,7 +150,7 @@ def submit_call_from_worker(worker, handle, info, args, kwargs, num_returns):
     args_desc, direct = pack_args(args, kwargs, worker.shm_dir, worker.session)
     return_ids = [ids.new_id() for _ in range(return_count(num_returns))]
     worker._post(protocol.V_SUBMIT_CALL, (handle._actor_id, info.name, args_desc, direct, return_ids,
-                                          num_returns))
+                                          num_returns, info.task_name))
     refs = [ObjectRef(oid) for oid in return_ids]
     for oid in return_ids:
         worker._received[oid] += 1

@@ -516,18 +516,20 @@ class Worker(context.RuntimeHooks):
             return terminate
         return getattr(self.actor_instance, method_name)
 
-    def _call_title(self, method_name):
-        title = self._call_titles.get(method_name)
+    def _call_title(self, method_name, task_name=None):
+        key = (method_name, task_name)
+        title = self._call_titles.get(key)
         if title is None:
-            title = self._call_titles[method_name] = _title(f"ray::{self.display_name}.{method_name}")
+            text = f"ray::{task_name}" if task_name else f"ray::{self.display_name}.{method_name}"
+            title = self._call_titles[key] = _title(text)
         return title
 
     def _run_call(self, msg):
-        (_, task_id, method_name, args_desc, arg_descs, return_ids, num_returns) = msg
+        (_, task_id, method_name, args_desc, arg_descs, return_ids, num_returns, task_name) = msg
         name = f"{self.display_name}.{method_name}"
         exiting = False
         self.current_task_id = task_id
-        set_title(self._call_title(method_name), comm=False)   # comm would cost a system call per call
+        set_title(self._call_title(method_name, task_name), comm=False)   # comm would cost a system call per call
         try:
             args, kwargs = self.resolve_args(args_desc, arg_descs)
             if self._tracer is None or method_name.startswith("__ray"):
@@ -563,14 +565,14 @@ class Worker(context.RuntimeHooks):
             self._exit_now()
 
     async def _run_call_async(self, msg):
-        (_, task_id, method_name, args_desc, arg_descs, return_ids, num_returns) = msg
+        (_, task_id, method_name, args_desc, arg_descs, return_ids, num_returns, task_name) = msg
         name = f"{self.display_name}.{method_name}"
         exiting = False
         sem = self._async_sem
         self.current_task_id = task_id
         if sem is not None:
             await sem.acquire()
-        set_title(self._call_title(method_name), comm=False)
+        set_title(self._call_title(method_name, task_name), comm=False)
         try:
             args, kwargs = self.resolve_args(args_desc, arg_descs)
             value = self._call_target(method_name)(*args, **kwargs)

@@ -103,6 +103,7 @@ class Explorer:
         self.rng = np.random.default_rng(seed)
         self.episode_return = 0.0
         self.finished_returns = []
+        self.last_add = None
 
     def explore(self, weights, num_steps):
         batch = {"obs": np.zeros((num_steps, 4), np.float32), "next_obs": np.zeros((num_steps, 4), np.float32),
@@ -122,9 +123,15 @@ class Explorer:
                 self.finished_returns.append(self.episode_return)
                 self.episode_return = 0.0
                 self.obs, _ = self.env.reset()
-        self.buffer.add.remote(batch)
+        self.last_add = self.buffer.add.remote(batch)
         returns, self.finished_returns = self.finished_returns, []
         return num_steps, returns
+
+    def flush(self):
+        """Wait until the buffer holds everything this explorer pushed."""
+        if self.last_add is not None:
+            ray.get(self.last_add)
+        return True
 
 
 @ray.remote
@@ -181,8 +188,10 @@ def main():
     ray.get([buffer.stats.remote(), learner.get_weights.remote()])
 
     # warm-up: random exploration until the buffer can serve a minibatch
-    while ray.get(buffer.stats.remote())["size"] < args.warmup:
+    # Warm up with random actions: a fixed number of rounds, then make sure every push has landed.
+    for _ in range(-(-args.warmup // (args.explorers * args.chunk))):
         ray.get([e.explore.remote(None, args.chunk) for e in explorers])
+    ray.get([e.flush.remote() for e in explorers])
 
     start = time.perf_counter()
     weights = learner.get_weights.remote()

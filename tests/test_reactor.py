@@ -16,7 +16,7 @@ import threading
 import numpy as np
 import pytest
 
-from conftest import _import_backend
+from conftest import _import_backend, wait_until_calls_fail
 
 BACKENDS = ["rayreact", "rayreact-off", "ray"]
 
@@ -329,8 +329,7 @@ def test_killed_actor(ray):
     for i in range(200):
         seen.append(ray.get([e.step.remote(i) for e in envs]))
     ray.kill(envs[1])
-    with pytest.raises(ray.exceptions.RayActorError):
-        ray.get(envs[1].step.remote(0))
+    wait_until_calls_fail(ray, lambda: envs[1].step.remote(0))   # Ray's kill is asynchronous
     for i in range(200, 260):
         seen.append(ray.get([envs[0].step.remote(i), envs[2].step.remote(i)]))
     assert same([row[0] for row in seen], local_env_steps(0, list(range(260))))

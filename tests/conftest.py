@@ -142,6 +142,17 @@ class Signal:
         return self._event.is_set()
 
 
+@pytest.fixture
+def fresh_rayreact():
+    """rayreact, shut down before and after the test: the test owns its session (and its init options)."""
+    import rayreact
+    if rayreact.is_initialized():
+        rayreact.shutdown()
+    yield rayreact
+    if rayreact.is_initialized():
+        rayreact.shutdown()
+
+
 def wait_for_file(path, timeout=120.0):
     """Block, without calling into the backend, until ``path`` exists.
 

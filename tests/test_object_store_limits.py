@@ -10,21 +10,13 @@ import os
 import numpy as np
 import pytest
 
-import rayreact
 from rayreact.core import runtime
 
 
-@pytest.fixture
-def session():
-    if rayreact.is_initialized():
-        rayreact.shutdown()
-    yield rayreact
-    if rayreact.is_initialized():
-        rayreact.shutdown()
 
 
-def test_put_beyond_object_store_memory_names_the_sizes(session):
-    ray = session
+def test_put_beyond_object_store_memory_names_the_sizes(fresh_rayreact):
+    ray = fresh_rayreact
     ray.init(num_cpus=1, object_store_memory=64 * 2**20)
     kept = ray.put(np.ones(40 * 2**20 // 8))
     with pytest.raises(ray.exceptions.ObjectStoreFullError) as info:
@@ -49,8 +41,8 @@ def test_small_dev_shm_falls_back_to_a_private_directory():
         os.rmdir(directory)
 
 
-def test_a_session_on_the_fallback_directory_works_and_cleans_up(session, monkeypatch):
-    ray = session
+def test_a_session_on_the_fallback_directory_works_and_cleans_up(fresh_rayreact, monkeypatch):
+    ray = fresh_rayreact
     monkeypatch.setattr(runtime, "_shm_dir", lambda store: runtime._fallback_dir(
         "/dev/shm is too small (simulated)"))
     with pytest.warns(UserWarning, match="too small"):
@@ -66,8 +58,8 @@ def test_a_session_on_the_fallback_directory_works_and_cleans_up(session, monkey
     assert not os.path.exists(directory)
 
 
-def test_segments_are_private_to_the_user(session):
-    ray = session
+def test_segments_are_private_to_the_user(fresh_rayreact):
+    ray = fresh_rayreact
     ray.init(num_cpus=1)
     rt = ray.core.context.current
     ref = ray.put(np.ones(2**20))

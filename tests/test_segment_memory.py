@@ -8,21 +8,12 @@ import glob
 import os
 
 import numpy as np
-import pytest
 
-import rayreact
 from rayreact.core import segments
 
 MB = 2**20
 
 
-@pytest.fixture
-def session():
-    if rayreact.is_initialized():
-        rayreact.shutdown()
-    yield rayreact
-    if rayreact.is_initialized():
-        rayreact.shutdown()
 
 
 def _files(rt, kind=""):
@@ -33,8 +24,8 @@ def _object_path(rt, ref):
     return rt.objects[ref._id].desc[1]
 
 
-def test_identical_puts_share_one_file_and_a_change_gets_its_own(session):
-    ray = session
+def test_identical_puts_share_one_file_and_a_change_gets_its_own(fresh_rayreact):
+    ray = fresh_rayreact
     ray.init(num_cpus=1)
     rt = ray.core.context.current
     arr = np.arange(2 * MB, dtype=np.float64)
@@ -46,8 +37,8 @@ def test_identical_puts_share_one_file_and_a_change_gets_its_own(session):
     assert [float(ray.get(r)[-1]) for r in (first, second, third)] == [2 * MB - 1.0, 2 * MB - 1.0, -1.0]
 
 
-def test_put_and_drop_loops_stay_within_the_pool(session):
-    ray = session
+def test_put_and_drop_loops_stay_within_the_pool(fresh_rayreact):
+    ray = fresh_rayreact
     store = 256 * MB
     ray.init(num_cpus=1, object_store_memory=store)
     rt = ray.core.context.current
@@ -71,8 +62,8 @@ def test_put_and_drop_loops_stay_within_the_pool(session):
     assert len(_files(rt, "pend")) <= segments.MAX_PENDING
 
 
-def test_nothing_is_left_after_shutdown(session):
-    ray = session
+def test_nothing_is_left_after_shutdown(fresh_rayreact):
+    ray = fresh_rayreact
     ray.init(num_cpus=1)
     rt = ray.core.context.current
     kept = [ray.put(np.full(MB, float(i))) for i in range(3)]

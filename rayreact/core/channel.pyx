@@ -70,6 +70,7 @@ DEF DB_SEQ = 0
 DEF DB_SLEEPERS = 4
 DEF DB_ACTIVE = 8
 DEF DB_AWAKE = 96           # u32, in the driver's doorbell only: the session's processes not asleep
+DEF DB_STORE_USED = 104     # u64, in the driver's doorbell only: bytes of objects in shared memory (driver writes)
 DEF DB_BG_SEQ = 64
 DEF DB_BG_SLEEPERS = 68
 DEF DB_SIZE = 128
@@ -95,6 +96,19 @@ def count_awake_on(Doorbell driver_bell, bint join):
     AWAKE = <uint32_t*>(driver_bell.mapped.base + DB_AWAKE)
     if join:
         add_u32(AWAKE, 1)
+
+
+def publish_store_used(Doorbell driver_bell, uint64_t used):
+    """The driver tells every process how full the object store is (they spill to disk past the limit)."""
+    store_u64(<uint64_t*>(driver_bell.mapped.base + DB_STORE_USED), used)
+
+
+def store_used_published():
+    """Bytes of objects in shared memory, as the driver last published (0 when this process is not attached)."""
+    if AWAKE_PAGE is None:
+        return 0
+    cdef Doorbell page = AWAKE_PAGE
+    return load_u64(<uint64_t*>(page.mapped.base + DB_STORE_USED))
 
 
 def stop_counting_awake():

@@ -39,6 +39,7 @@ from .. import exceptions
 from ..object_ref import ObjectRef
 from . import channel, context, handles, ids, leftovers, protocol, refcount, serialization, submission
 from .serialization import INLINE, SEGMENT
+from .spilling import spilling
 
 logger = logging.getLogger("rayreact")
 
@@ -176,6 +177,8 @@ class Runtime(context.RuntimeHooks):
         self.store_limit = int(object_store_memory or _default_store_memory())
         self.store_used = 0
         self.shm_dir, shm_warning = _shm_dir(object_store_memory)
+        # Past the limit, values go to files in a private directory on disk (see core.spilling).
+        self.spill_dir = _fallback_dir(None)[0] if self.shm_dir == "/dev/shm" else None
         # Freed segments are kept for reuse up to this many bytes (pages already allocated: writes are memcpy);
         # the driver keeps its mappings of files it wrote, and shares one file among identical large values.
         pool = serialization.segment_pool
@@ -213,12 +216,15 @@ class Runtime(context.RuntimeHooks):
         # before the first of them exists (see core.leftovers).
         leftovers.sweep()
         self._session_lock = leftovers.hold_session_lock(self.shm_dir, self.session)
+        self._spill_lock = leftovers.hold_session_lock(self.spill_dir, self.session) if self.spill_dir else None
         prefix = os.path.join(self.shm_dir, f"rr-{self.session}")
         self._prefix = prefix
         self.bell = channel.Doorbell(f"{prefix}-driver-bell", True)
         self._spin = SPIN_SECONDS
         channel.set_spin_seconds(SPIN_SECONDS)
         channel.count_awake_on(self.bell, True)
+        spilling.configure(self.shm_dir, self.spill_dir, self.store_limit, lambda: self.store_used)
+        serialization.segment_pool.spill_dir = self.spill_dir
         self.poller = channel.Poller(self.bell)
         self.zygote_ring = channel.Ring(f"{prefix}-zygote", 1 << 16, True)
         self._rings = [self.zygote_ring]
@@ -249,7 +255,7 @@ class Runtime(context.RuntimeHooks):
             "cleanup_globs": cleanup,
             "session_lock": leftovers.lock_path(self.shm_dir, self.session),
             "driver_pid": os.getpid(),
-            "cleanup_dirs": [self.shm_dir] if self.shm_dir != "/dev/shm" else [],
+            "cleanup_dirs": [d for d in (self.shm_dir, self.spill_dir) if d and d != "/dev/shm"],
             "preload": [m for m in ("torch", "gymnasium") if m in sys.modules],
         }
         env = dict(os.environ)
@@ -290,6 +296,7 @@ class Runtime(context.RuntimeHooks):
             "worker_index": index, "kind": kind, "session": self.session, "shm_dir": self.shm_dir,
             "to_worker": w.to_ring.path, "from_worker": w.from_ring.path, "worker_bell": w.bell.path,
             "driver_bell": self.bell.path, "env": env, "log_to_driver": self.log_to_driver,
+            "spill_dir": self.spill_dir, "store_limit": self.store_limit,
             "namespace": self.namespace, "job_id": self.job_id, "node_id": self.node_id,
             "display_name": display_name, "spin": SPIN_SECONDS,
         }
@@ -479,7 +486,8 @@ class Runtime(context.RuntimeHooks):
                 e.size = os.stat(desc[1]).st_size
             except OSError:
                 e.size = 0
-            self.store_used += e.size
+            if not spilling.is_spilled(desc[1]):
+                self._count_store(e.size)
         else:
             e.size = len(desc[1])
         for c in desc[2]:
@@ -510,7 +518,8 @@ class Runtime(context.RuntimeHooks):
             return
         desc = e.desc
         if desc[0] == SEGMENT:
-            self.store_used -= e.size
+            if not spilling.is_spilled(desc[1]):
+                self._count_store(-e.size)
             self._segments.forget(desc[1])
             serialization.segment_pool.release(desc[1])
         for c in desc[2]:
@@ -554,13 +563,16 @@ class Runtime(context.RuntimeHooks):
         ser = serialization.serialize(value)
         if ser.size <= serialization.INLINE_LIMIT:
             return (INLINE, ser.pack(), ser.contained, False)
-        if self.store_used + ser.size > self.store_limit:
+        if self.spill_dir is None and self.store_used + ser.size > self.store_limit:
             raise exceptions.ObjectStoreFullError(
                 f"Failed to put an object of {ser.size} bytes: the object store holds {self.store_used} of its "
                 f"{self.store_limit} bytes (set init(object_store_memory=...) to raise the limit, or drop refs).")
-        path = f"{self._prefix}-{ids.new_id().hex()}"
-        ser.write_segment(path)
+        path = spilling.write(ser, f"rr-{self.session}-{ids.new_id().hex()}")
         return (SEGMENT, path, ser.contained, False)
+
+    def _count_store(self, delta):
+        self.store_used += delta
+        channel.publish_store_used(self.bell, max(self.store_used, 0))
 
     def _ship(self, w, oid, e):
         """Descriptor for worker ``w``; counts the refs nested in it as borrowed by ``w``."""
@@ -757,7 +769,7 @@ class Runtime(context.RuntimeHooks):
     # ================================================================== public API: tasks
     def submit_task(self, remote_function, args, kwargs, options):
         num_returns = submission._num_returns(options, remote_function._default_num_returns)
-        args_desc, direct = submission.pack_args(args, kwargs, self.shm_dir, self.session)
+        args_desc, direct = submission.pack_args(args, kwargs, self.session)
         code_id = submission.code_id_of(remote_function)
         pg = self._pg_of(options)
         if pg is not None:
@@ -1062,7 +1074,7 @@ class Runtime(context.RuntimeHooks):
             res = submission.task_resources(options, 0)
             with self._lock:
                 self._check_pg_request(pg, res or {"CPU": 1.0}, actor_class._cls.__qualname__)
-        args_desc, direct = submission.pack_args(args, kwargs, self.shm_dir, self.session)
+        args_desc, direct = submission.pack_args(args, kwargs, self.session)
         code_id = submission.code_id_of(actor_class)
         actor_id = ids.actor_id()
         with self._lock:
@@ -1187,7 +1199,7 @@ class Runtime(context.RuntimeHooks):
 
     def submit_actor_call(self, handle, info, args, kwargs, num_returns):
         num_returns = submission.normalize_num_returns(num_returns)
-        args_desc, direct = submission.pack_args(args, kwargs, self.shm_dir, self.session)
+        args_desc, direct = submission.pack_args(args, kwargs, self.session)
         return_ids = [ids.new_id() for _ in range(submission.return_count(num_returns))]
         refs = [ObjectRef(oid) for oid in return_ids]
         with self._lock:
@@ -1379,7 +1391,8 @@ class Runtime(context.RuntimeHooks):
 
     def _discard_payload(self, e):
         if e.desc and e.desc[0] == SEGMENT:
-            self.store_used -= e.size
+            if not spilling.is_spilled(e.desc[1]):
+                self._count_store(-e.size)
             self._discard_desc(e.desc)
 
     # ================================================================== kill / cancel / named actors
@@ -1813,6 +1826,10 @@ class Runtime(context.RuntimeHooks):
         os.close(self._session_lock)
         if self.shm_dir != "/dev/shm":
             shutil.rmtree(self.shm_dir, ignore_errors=True)
+        if self.spill_dir:
+            os.close(self._spill_lock)
+            shutil.rmtree(self.spill_dir, ignore_errors=True)
+        spilling.configure(None, None, 0, lambda: 0)
         self.objects.clear()
         self._segments.clear()
         serialization.snapshots.clear()

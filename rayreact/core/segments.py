@@ -80,6 +80,7 @@ class SegmentPool:
 
     def __init__(self):
         self.limit = 0                  # bytes of pooled files (set by the driver; 0: no pooling)
+        self.spill_dir = None           # files there (spilled values, on disk) are never pooled
         self.keep_limit = 128 << 20     # bytes of writable mappings this process keeps (the driver keeps more)
         self._kept = collections.OrderedDict()   # inode -> Writable, least recently used first
         self._kept_bytes = 0
@@ -223,10 +224,10 @@ class SegmentPool:
         A file still mapped somewhere (a value the script holds although its ref is gone)
         waits under a "pending" name instead, and joins the pool once its last reader
         lets go; its pages are in use meanwhile, so this costs no memory."""
-        if self.limit <= 0:
+        directory, name = os.path.split(path)
+        if self.limit <= 0 or directory == self.spill_dir:
             self._unlink(path)
             return
-        directory, name = os.path.split(path)
         session = _session_of(name)
         try:
             fd = os.open(path, os.O_RDONLY)

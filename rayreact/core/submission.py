@@ -7,16 +7,16 @@ nested in containers stay refs.  The packed arguments are one serialized value.
 
 from __future__ import annotations
 
-import os
 
 from .. import exceptions
 from ..object_ref import ObjectRef
 from . import ids, protocol, serialization
 from .serialization import INLINE, SEGMENT
+from .spilling import spilling
 from .worker import _ArgRef
 
 
-def pack_args(args, kwargs, shm_dir, session):
+def pack_args(args, kwargs, session):
     """Return (descriptor of the packed (args, kwargs), direct ref ids)."""
     direct = []
     if args:
@@ -41,8 +41,7 @@ def pack_args(args, kwargs, shm_dir, session):
         raise TypeError(f"Could not serialize the arguments: {exc}") from exc.__cause__
     if ser.size <= serialization.INLINE_LIMIT:
         return (INLINE, ser.pack(), ser.contained, False), direct
-    path = os.path.join(shm_dir, f"rr-{session}-args-{ids.new_id().hex()}")
-    ser.write_segment(path)
+    path = spilling.write(ser, f"rr-{session}-args-{ids.new_id().hex()}")
     return (SEGMENT, path, ser.contained, False), direct
 
 
@@ -109,7 +108,7 @@ def captured_options(worker, options):
 def submit_task_from_worker(worker, remote_function, args, kwargs, options):
     options = captured_options(worker, options)
     num_returns = _num_returns(options, remote_function._default_num_returns)
-    args_desc, direct = pack_args(args, kwargs, worker.shm_dir, worker.session)
+    args_desc, direct = pack_args(args, kwargs, worker.session)
     code_id = code_id_of(remote_function)
     code = serialization.dumps_code(remote_function._function)
     return_ids = [ids.new_id() for _ in range(return_count(num_returns))]
@@ -131,7 +130,7 @@ def create_actor_from_worker(worker, actor_class, args, kwargs, options):
         found = worker.get_actor_info(name, options.get("namespace"))
         if found is not None:
             return ActorHandle(*found, weak=True)
-    args_desc, direct = pack_args(args, kwargs, worker.shm_dir, worker.session)
+    args_desc, direct = pack_args(args, kwargs, worker.session)
     code_id = code_id_of(actor_class)
     code = serialization.dumps_code(actor_class._cls)
     actor_id = ids.actor_id()
@@ -147,7 +146,7 @@ def create_actor_from_worker(worker, actor_class, args, kwargs, options):
 
 def submit_call_from_worker(worker, handle, info, args, kwargs, num_returns):
     num_returns = normalize_num_returns(num_returns)
-    args_desc, direct = pack_args(args, kwargs, worker.shm_dir, worker.session)
+    args_desc, direct = pack_args(args, kwargs, worker.session)
     return_ids = [ids.new_id() for _ in range(return_count(num_returns))]
     worker._post(protocol.V_SUBMIT_CALL, (handle._actor_id, info.name, args_desc, direct, return_ids,
                                           num_returns, info.task_name))

@@ -31,6 +31,7 @@ import traceback
 from .. import exceptions
 from . import channel, context, generator_returns, ids, protocol, refcount, serialization
 from .serialization import INLINE, SEGMENT
+from .spilling import spilling
 from .proctitle import encode as _title, set_title
 
 # Set by exit_actor() in the call (thread or asyncio task) that made it: that call reports the actor's death.
@@ -158,6 +159,8 @@ class Worker(context.RuntimeHooks):
         self._bell.enter_active()
         driver_bell = channel.Doorbell(spec["driver_bell"])
         channel.count_awake_on(driver_bell, True)
+        spilling.configure(self.shm_dir, spec.get("spill_dir"), spec.get("store_limit", 0),
+                           channel.store_used_published)
         self._inbound = channel.Ring(spec["to_worker"])
         self._inbound.writer_bell = driver_bell
         self._outbound = channel.Ring(spec["from_worker"])
@@ -313,8 +316,7 @@ class Worker(context.RuntimeHooks):
         if ser.size <= serialization.INLINE_LIMIT:
             return (INLINE, ser.pack(), ser.contained, is_error)
         # Unique per write: a retried generator yields the same item ids again, and its first run's files stay.
-        path = os.path.join(self.shm_dir, f"rr-{self.session}-{object_id.hex()}-{os.urandom(4).hex()}")
-        ser.write_segment(path)
+        path = spilling.write(ser, f"rr-{self.session}-{object_id.hex()}-{os.urandom(4).hex()}")
         return (SEGMENT, path, ser.contained, is_error)
 
     def _results(self, return_ids, value, num_returns, name):

@@ -26,7 +26,7 @@ VICTIM = textwrap.dedent("""
     import os, sys, time
     import numpy as np
     import rayreact as ray
-    ray.init(num_cpus=2)
+    ray.init(num_cpus=2, object_store_memory=80 * 2**20)
     from rayreact.core import context
 
     @ray.remote
@@ -43,6 +43,7 @@ VICTIM = textwrap.dedent("""
     holder = Holder.remote()
     kept = [holder.big.remote(), ray.put(np.zeros(1 << 18)), task_pid.remote(np.ones(1 << 18))]
     ray.get(kept)
+    spilled = [ray.put(np.ones(30 * 2**20 // 8)) for _ in range(3)]     # past the limit: files on disk
     rt = context.current
     forked = 0
     if os.environ.get("VICTIM_FORKS"):
@@ -50,7 +51,7 @@ VICTIM = textwrap.dedent("""
         if forked == 0:
             time.sleep(600)
             os._exit(0)
-    print("READY", rt.session, rt.zygote.pid, ray.get(holder.pid.remote()), forked, flush=True)
+    print("READY", rt.session, rt.zygote.pid, ray.get(holder.pid.remote()), forked, rt.spill_dir, flush=True)
     while True:
         time.sleep(0.05)
 """)
@@ -58,8 +59,9 @@ VICTIM = textwrap.dedent("""
 SWEEPING_INIT = "import rayreact; rayreact.init(num_cpus=1); rayreact.shutdown()"
 
 
-def session_files(session):
-    return glob.glob(f"/dev/shm/rr-{session}-*")
+def session_files(session, spill_dir=None):
+    spilled = glob.glob(os.path.join(spill_dir, f"rr-{session}-*")) if spill_dir else []
+    return glob.glob(f"/dev/shm/rr-{session}-*") + spilled
 
 
 def alive(pid):
@@ -96,9 +98,14 @@ class Victim:
         assert line and line[0] == "READY", f"the driver did not start: {line}"
         self.session, self.zygote, self.actor = line[1], int(line[2]), int(line[3])
         self.forked = [int(line[4])] if forks else []
+        self.spill_dir = line[5]
         self.workers = children_of(self.zygote)
         assert self.actor in self.workers
         assert session_files(self.session)
+        assert [p for p in self.files() if p.startswith(self.spill_dir) and not p.endswith("-lock")]
+
+    def files(self):
+        return session_files(self.session, self.spill_dir)
 
     def processes(self):
         return [self.proc.pid, self.zygote] + self.workers + self.forked
@@ -137,7 +144,8 @@ def test_killing_the_drivers_process_group_leaves_nothing(victim):
     victim.reap()
     # The zygote is in a session of its own: it saw the driver go and cleaned up, with no init needed.
     wait_until(lambda: not any(alive(p) for p in victim.processes()))
-    wait_until(lambda: not session_files(victim.session))
+    wait_until(lambda: not victim.files())
+    assert not os.path.exists(victim.spill_dir)
 
 
 @pytest.mark.parametrize("order", ["all_at_once", "zygote_then_driver", "worker_zygote_driver"])
@@ -156,7 +164,7 @@ def test_files_of_a_session_killed_outright_go_at_the_next_init(victim, order):
     wait_until(lambda: not any(alive(p) for p in victim.processes()))
     # Nobody was left to clean up (unless another session's init on this machine swept already).
     sweeping_init()
-    assert session_files(victim.session) == []
+    assert victim.files() == []
 
 
 def test_files_left_by_a_dead_session_are_there_until_swept(tmp_path):
@@ -193,7 +201,7 @@ def test_a_child_the_driver_forked_does_not_keep_the_session_after_the_driver(tm
         victim.reap()
         # The child still holds the zygote's stdin open (no EOF): the zygote notices its new parent instead.
         wait_until(lambda: not any(alive(p) for p in [victim.zygote] + victim.workers))
-        wait_until(lambda: not session_files(victim.session))
+        wait_until(lambda: not victim.files())
         assert alive(victim.forked[0])
     finally:
         victim.kill_rest()
@@ -202,9 +210,9 @@ def test_a_child_the_driver_forked_does_not_keep_the_session_after_the_driver(tm
 
 
 def test_sweep_spares_a_live_session(victim):
-    before = set(session_files(victim.session))
+    before = set(victim.files())
     sweeping_init()
-    assert before <= set(session_files(victim.session))
+    assert before <= set(victim.files())
     assert all(alive(p) for p in victim.processes())
 
 

@@ -247,6 +247,8 @@ class Runtime(context.RuntimeHooks):
     def _start_zygote(self):
         import pickle
         cleanup = [f"{self._prefix}-*"]
+        if self.spill_dir:
+            cleanup.append(os.path.join(self.spill_dir, f"rr-{self.session}-*"))
         config = {
             "sys_path": [p if p else os.getcwd() for p in sys.path],
             "cwd": os.getcwd(),

@@ -118,17 +118,8 @@ class DelegateRuntime:
     def get_gpu_ids(self):
         return self.ray.get_gpu_ids()
 
-    # Reference bookkeeping hooks of rayreact's own objects: nothing to track here.
+    # Reference bookkeeping of rayreact's own objects: nothing to track here.
     def on_ref_unpickled(self, object_id):
-        pass
-
-    def on_handle_created(self, actor_id):
-        pass
-
-    def on_handle_dropped(self, actor_id):
-        pass
-
-    def on_handle_pickled(self, actor_id):
         pass
 
     def shutdown(self):

@@ -10,18 +10,9 @@ def get():
 class RuntimeHooks:
     """Notifications the API objects send to the runtime of their process; no-ops unless overridden.
 
-    ObjectRef and ActorHandle call these on creation, unpickling and deletion, so a
-    runtime that counts references (the driver) can; the others inherit these.
+    ObjectRef calls this when a ref is unpickled, so a runtime that counts references
+    (the driver) can; the others inherit it.  Actor handles count through core.handles.
     """
 
     def on_ref_unpickled(self, object_id):
-        pass
-
-    def on_handle_created(self, actor_id):
-        pass
-
-    def on_handle_dropped(self, actor_id):
-        pass
-
-    def on_handle_pickled(self, actor_id):
         pass

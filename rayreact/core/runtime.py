@@ -784,10 +784,11 @@ class Runtime(context.RuntimeHooks):
             if code_id not in self.code:
                 self.code[code_id] = serialization.dumps_code(remote_function._function)
             self._submit_task_locked(None, code_id, remote_function._function_name, args_desc, direct,
-                                     return_ids, num_returns, options)
+                                     return_ids, num_returns, options, pg)
         return submission._returns(refs, num_returns)
 
-    def _submit_task_locked(self, caller, code_id, name, args_desc, direct, return_ids, num_returns, options):
+    def _submit_task_locked(self, caller, code_id, name, args_desc, direct, return_ids, num_returns, options,
+                            pg=None):
         if self._released_backlog or refcount.released:
             self._process_releases()
         spec = TaskSpec()
@@ -805,7 +806,7 @@ class Runtime(context.RuntimeHooks):
         spec.caller = caller
         spec.actor_id = None
         spec.method = None
-        spec.pg = self._pg_of(options)
+        spec.pg = pg if pg is not None or caller is None else self._pg_of(options)
         env = (options.get("runtime_env") or {}).get("env_vars")
         spec.env = dict(env) if env else None
         owner = caller.index if caller is not None else None

@@ -1,4 +1,5 @@
 """Build the Cython extensions of rayreact.core; a compiler is required (see rayreact.core.IMPLEMENTATION)."""
+import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
@@ -7,6 +8,8 @@ extensions = [
               extra_compile_args=["-O3"]),
     Extension("rayreact.core.reactor", ["rayreact/core/reactor.pyx"], include_dirs=["rayreact/core"],
               extra_compile_args=["-O3"]),
+    Extension("rayreact.core.arena", ["rayreact/core/arena.pyx"], include_dirs=[numpy.get_include()],
+              define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_22_API_VERSION")], extra_compile_args=["-O3"]),
 ]
 
 setup(ext_modules=cythonize(extensions, language_level=3, compiler_directives={"boundscheck": False, "wraparound": False}))

@@ -1,8 +1,9 @@
 """Large values written once and shared: snapshots stay snapshots, recycled memory never shows through.
 
 rayreact writes one segment for identical large values (the same array passed to many
-calls or put again: compared byte for byte, then linked), reuses freed segments, and
-keeps read-only mappings by inode.  Each test here fails if one of those shortcuts ever
+calls or put again: compared byte for byte, then linked), reuses freed segments, keeps
+read-only mappings by inode, and hands a worker's fresh result array over in the file
+it was born in (core.handoff) unless the worker still holds it.  Each test here fails if one of those shortcuts ever
 lets a caller's later mutation, or a recycled file's new contents, reach a value that
 was already submitted or handed out.  They run on both backends.
 """
@@ -32,6 +33,24 @@ class Keeper:
 
     def copy(self, arr):
         return np.array(arr)
+
+    def fill_kept(self, value):
+        # Returns an array it keeps (and a view of it): later changes must not reach the results.
+        self.buffer = np.full(BIG, value)
+        return self.buffer
+
+    def fill_kept_view(self, value):
+        self.buffer = np.full(BIG + 10, value)
+        return self.buffer[5:BIG + 5]
+
+    def change_kept(self, value):
+        self.buffer[:] = value
+        return float(self.buffer[0])
+
+    def fresh_pair(self, value):
+        out = np.empty(BIG)
+        out[:] = value
+        return out, int(value)
 
 
 @pytest.fixture(scope="module")
@@ -112,3 +131,33 @@ def test_results_read_round_after_round_are_each_rounds_own(ray_backend, keepers
         if previous is not None:
             assert all(float(p[0]) == round_ - 1 and float(p[-1]) == round_ - 1 for p in previous)
         previous = copies
+
+
+def test_a_returned_array_the_actor_keeps_is_a_snapshot(ray_backend, keepers):
+    a = keepers[0]
+    for method in (a.fill_kept, a.fill_kept_view):
+        for _ in range(3):          # the first call finds no slot; later ones are born in one
+            first = method.remote(1.0)
+            assert float(ray_backend.get(first)[-1]) == 1.0
+        assert ray_backend.get(a.change_kept.remote(2.0)) == 2.0
+        again = method.remote(3.0)
+        assert ray_backend.get(a.change_kept.remote(4.0)) == 4.0
+        value, later = ray_backend.get(first), ray_backend.get(again)
+        assert (float(value[0]), float(value[-1])) == (1.0, 1.0)
+        assert (float(later[0]), float(later[-1])) == (3.0, 3.0)
+
+
+def test_fresh_results_of_one_worker_never_share_memory(ray_backend, keepers):
+    a = keepers[1]
+    pairs = [ray_backend.get(a.fresh_pair.remote(float(i))) for i in range(6)]
+    assert [tag for _, tag in pairs] == list(range(6))
+    assert all(float(arr[0]) == i and float(arr[-1]) == i and not arr.flags.writeable
+               for i, (arr, _) in enumerate(pairs))
+
+    @ray_backend.remote
+    def total(pair):
+        return float(pair[0].sum())
+
+    refs = [a.fresh_pair.remote(float(i)) for i in range(3)]
+    assert ray_backend.get([total.remote(r) for r in refs]) == [0.0, float(BIG), 2.0 * BIG]
+    assert [float(ray_backend.get(r)[0].sum()) for r in refs] == [0.0, float(BIG), 2.0 * BIG]

@@ -75,3 +75,29 @@ def test_nothing_is_left_after_shutdown(fresh_rayreact):
     ray.shutdown()
     assert not glob.glob(prefix + "*")
     assert [float(v[0]) for v in values] == [0.0, 1.0, 2.0]   # values outlive the session's files
+
+
+def test_fresh_worker_results_change_hands_without_a_copy(fresh_rayreact):
+    ray = fresh_rayreact
+    ray.init(num_cpus=1)
+
+    @ray.remote
+    class Maker:
+        def fresh(self, value):
+            return np.full(2**20, value)         # 8 MB born in a slot: handed over
+
+        def kept(self, value):
+            self.buffer = np.full(2**20, value)  # still held after the call: copied
+            return self.buffer
+
+        def counts(self):
+            from rayreact.core.handoff import handoff
+            return handoff.handed, handoff.copied
+
+    maker = Maker.remote()
+    values = [ray.get(maker.fresh.remote(float(i))) for i in range(5)]
+    handed, copied = ray.get(maker.counts.remote())
+    assert handed >= 3 and copied == 0            # the first call or two find no slot yet
+    kept = [ray.get(maker.kept.remote(float(i))) for i in range(4)]
+    assert ray.get(maker.counts.remote())[1] >= 2
+    assert [float(v[-1]) for v in values + kept] == [0.0, 1.0, 2.0, 3.0, 4.0, 0.0, 1.0, 2.0, 3.0]

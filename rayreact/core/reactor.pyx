@@ -53,6 +53,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, 
 
 from .. import exceptions
 from . import channel, generator_returns, ids, protocol, refcount, serialization
+from .handoff import handoff
 from .channel cimport _Mapped
 
 cdef extern from "channel_sync.h" nogil:
@@ -402,7 +403,8 @@ def serialize_token(value, bint is_error, shm_prefix, int64_t index, int conn):
     if ser.size <= serialization.INLINE_LIMIT:
         return Token(flags, None, None, contained, value if contained else None, ser)
     path = f"{shm_prefix}-rt{index}c{conn}-{os.urandom(6).hex()}"
-    ser.write_segment(path)
+    if contained or not handoff.claim(ser, path):
+        ser.write_segment(path)
     return Token(flags, None, path, contained, value if contained else None)
 
 
@@ -526,6 +528,7 @@ cdef class WorkerReactor:
             channel.set_spin_seconds(program["spin"])      # restored from program["dynamic_spin"] on close
         if not serialization.segment_pool.limit:
             serialization.segment_pool.limit = program.get("pool_limit", 0)
+        handoff.ready()
 
     def _bell(self, path):
         bell = self.bells.get(path)
@@ -668,9 +671,11 @@ cdef class WorkerReactor:
         else:
             results, exiting = self._call(index, method, name, args, kwargs, outputs)
         args = kwargs = None                # the driver frees an argument file once this reaction is logged
+        handoff.commit()                    # results born in arena slots change hands (or are copied) now
         for conn, tok in zip(outputs, results):
             self._emit(conn, index, tok)
         self._log(index, t0, monotonic_s())
+        handoff.refill()
         if exiting:
             self.to_driver.write(control_frame(NOTE, ("exit", index)), 1.0)
             self.gather.add()

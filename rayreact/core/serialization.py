@@ -86,6 +86,10 @@ class Serialized:
             _BUFENTRY.pack(o, n) for o, n in offsets)
         return header, inband_at, offsets
 
+    def header_for(self, offsets) -> bytes:
+        """The pack's header for buffers placed at ``offsets`` [(offset, length)] (the in-band pickle follows it)."""
+        return _HEADER.pack(MAGIC, len(offsets), len(self.inband)) + b"".join(_BUFENTRY.pack(o, n) for o, n in offsets)
+
     def pack(self) -> bytes:
         """The whole pack as one bytes object (for inline transport)."""
         if not self.buffers:

@@ -31,6 +31,7 @@ import traceback
 from .. import exceptions
 from . import channel, context, generator_returns, ids, protocol, refcount, serialization
 from .serialization import INLINE, SEGMENT
+from .handoff import handoff
 from .spilling import spilling
 from .proctitle import encode as _title, set_title
 
@@ -161,6 +162,7 @@ class Worker(context.RuntimeHooks):
         channel.count_awake_on(driver_bell, True)
         spilling.configure(self.shm_dir, spec.get("spill_dir"), spec.get("store_limit", 0),
                            channel.store_used_published)
+        handoff.start(self.shm_dir, self.session)
         self._inbound = channel.Ring(spec["to_worker"])
         self._inbound.writer_bell = driver_bell
         self._outbound = channel.Ring(spec["from_worker"])
@@ -316,7 +318,12 @@ class Worker(context.RuntimeHooks):
         if ser.size <= serialization.INLINE_LIMIT:
             return (INLINE, ser.pack(), ser.contained, is_error)
         # Unique per write: a retried generator yields the same item ids again, and its first run's files stay.
-        path = spilling.write(ser, f"rr-{self.session}-{object_id.hex()}-{os.urandom(4).hex()}")
+        name = f"rr-{self.session}-{object_id.hex()}-{os.urandom(4).hex()}"
+        if spilling.directory_for(ser.size) == self.shm_dir:
+            path = os.path.join(self.shm_dir, name)
+            if handoff.claim(ser, path):          # the file changes hands at handoff.commit(), before the report
+                return (SEGMENT, path, ser.contained, is_error)
+        path = spilling.write(ser, name)
         return (SEGMENT, path, ser.contained, is_error)
 
     def _results(self, return_ids, value, num_returns, name):
@@ -346,7 +353,9 @@ class Worker(context.RuntimeHooks):
         item_ids = []
         for item in value:
             oid = _item_id(stream_id, count)
-            self.send((protocol.STREAM_ITEM, oid, self.store_value(oid, item), keep))
+            desc = self.store_value(oid, item)
+            handoff.commit()
+            self.send((protocol.STREAM_ITEM, oid, desc, keep))
             item_ids.append(oid)
             count += 1
         if keep:
@@ -390,6 +399,7 @@ class Worker(context.RuntimeHooks):
             os.environ.update(env)
         try:
             fn = self._load_code(code_id)
+            handoff.ready()
             args, kwargs = self.resolve_args(args_desc, arg_descs)
             if self._tracer is None:
                 value = fn(*args, **kwargs)
@@ -421,8 +431,10 @@ class Worker(context.RuntimeHooks):
         nested = self._pin_nested(results)
         # Drop our views of the arguments before reporting, so their segments can be recycled at once.
         args = kwargs = value = args_desc = arg_descs = None
+        handoff.commit()
         self.send((protocol.DONE, task_id, results, ok))
         self._unpin(nested)
+        handoff.refill()
         set_title(_IDLE_TITLE)
 
     # ---------------------------------------------------------------- actors
@@ -533,6 +545,7 @@ class Worker(context.RuntimeHooks):
         self.current_task_id = task_id
         set_title(self._call_title(method_name, task_name), comm=False)   # comm would cost a system call per call
         try:
+            handoff.ready()
             args, kwargs = self.resolve_args(args_desc, arg_descs)
             if self._tracer is None or method_name.startswith("__ray"):
                 value = self._call_target(method_name)(*args, **kwargs)
@@ -560,8 +573,10 @@ class Worker(context.RuntimeHooks):
         nested = self._pin_nested(results)
         # Drop our views of the arguments before reporting, so their segments can be recycled at once.
         args = kwargs = value = args_desc = arg_descs = None
+        handoff.commit()
         self.send((protocol.DONE, task_id, results, ok))
         self._unpin(nested)
+        handoff.refill()
         set_title(self._actor_title, comm=False)
         if exiting:
             self._exit_now()

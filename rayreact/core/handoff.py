@@ -1,0 +1,212 @@
+"""Worker results without a copy: a large array a call made is handed over in the file it was born in.
+
+::
+
+    call: np.array(x) ──► arena slot: pages of rr-<session>-slot-<pid>-<n>, mapped here (core.arena)
+    store_value(result) ──► claim: the result's one large buffer lies in a slot; the pack's
+                            header and in-band pickle go into the slot's first page
+    (the call's own references to the result go)
+    commit, before the result is reported:
+        the array died with them ──► rename the file to the result's name: no copy
+        something still holds it ──► copy the pack into a segment, as without slots
+                                     (the worker may change the array; the snapshot may not)
+    refill, after the report: a file from the session's pool of the size just used
+                              becomes a FREE slot for the next call
+
+A claimed file is never written by this process again: the slot leaves the table
+when the array dies, and the kept writable mapping (``segment_pool.written``) is
+used only after the file comes back through the pool.  Only results of calls run
+on the worker's main thread are claimed (numpy's handler is per thread), and only
+while the value fits in shared memory (``core.spilling``).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import sys
+import threading
+
+from .segments import PAGE, Writable, page_round, segment_pool
+from .spilling import spilling
+
+MIN_BYTES = 1 << 20                   # smaller arrays: one copy costs less than the bookkeeping
+MAX_FREE_SLOTS = 2
+_MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+
+
+class Handoff:
+    """One per worker process."""
+
+    def __init__(self):
+        self.enabled = os.environ.get("RAYREACT_HANDOFF", "1") != "0"
+        self.arena = None
+        self.directory = None
+        self.session = None
+        self._thread = None
+        self._slots = {}              # slot index -> (path, Writable)
+        self._pending = []            # (slot index, result path, pack end) claimed, not yet committed
+        self._want = 0                # data bytes the next call will probably allocate
+        self._counter = 0
+        self.handed = 0               # results handed over without a copy
+        self.copied = 0               # claimed results the worker still held: copied
+
+    def start(self, directory, session):
+        self.directory, self.session = directory, session
+
+    def ready(self):
+        """Before a call on the main thread: install the allocator once numpy is loaded."""
+        if self.arena is not None or not self.enabled or self.directory is None or "numpy" not in sys.modules \
+                or threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            from . import arena
+            arena.install(MIN_BYTES)
+        except Exception:            # noqa: BLE001 - no slots: results are copied as before
+            self.enabled = False
+            return
+        self.arena = arena
+        self._thread = threading.get_ident()
+
+    # ------------------------------------------------------------------ claim / commit
+    def claim(self, ser, path) -> bool:
+        """``ser``'s pack will be the slot's file, renamed to ``path`` at ``commit``; False if it cannot be."""
+        arena = self.arena
+        if arena is None or len(ser.buffers) != 1 or ser.is_error or threading.get_ident() != self._thread:
+            return False
+        buf = ser.buffers[0]
+        n = buf.nbytes
+        if n < MIN_BYTES:
+            return False
+        address = _address(buf)
+        index = arena.claim(address, n)
+        if index < 0:
+            return False
+        file_path, w = self._slots[index]
+        offset = arena.RESERVE + address - arena.data_address(index)
+        header = ser.header_for([(offset, n)])
+        end_of_inband = _align64(len(header)) + len(ser.inband)
+        if end_of_inband > arena.RESERVE or offset + n > w.size:
+            arena.settle(index)      # does not fit the slot's first page: copied as usual
+            return False
+        dst = memoryview(w.mm)
+        try:
+            dst[:len(header)] = header
+            dst[_align64(len(header)):end_of_inband] = ser.inband
+        finally:
+            del dst
+        self._pending.append((index, path, offset + n))
+        self._want = max(n, MIN_BYTES)
+        return True
+
+    def commit(self):
+        """Before reporting results: hand over every claimed file whose array died; copy the others."""
+        if not self._pending or threading.get_ident() != self._thread:
+            return
+        pending, self._pending = self._pending, []
+        for index, path, end in pending:
+            file_path, w = self._slots[index]
+            if self.arena.settle(index):
+                del self._slots[index]
+                os.rename(file_path, path)
+                segment_pool.written(w)          # reused, by inode, only once the file comes back to us
+                self.handed += 1
+            else:
+                _copy_out(w, end, path)
+                self.copied += 1
+
+    # ------------------------------------------------------------------ slots
+    def refill(self):
+        """After reporting: make sure a FREE slot fits what the last calls allocated."""
+        arena = self.arena
+        if arena is None or threading.get_ident() != self._thread:
+            return
+        want = max(arena.take_miss(), self._want)
+        self._want = 0
+        if want < MIN_BYTES or spilling.directory_for(2 * want) != self.directory:
+            return                   # (near) the object store's limit: no pages held in reserve
+        free = arena.free_capacities()
+        if any(want <= cap <= want + want // 2 + PAGE for cap in free.values()):
+            return
+        for index in sorted(free, key=lambda i: free[i])[:max(0, len(free) + 1 - MAX_FREE_SLOTS)]:
+            self._drop(index)
+        self._counter += 1
+        file_path = os.path.join(self.directory, f"rr-{self.session}-slot-{os.getpid()}-{self._counter}")
+        size = arena.RESERVE + want
+        w = segment_pool.take(file_path, size)
+        if w is None:
+            w = _fresh(file_path, page_round(size))
+            if w is None:
+                return
+        index = arena.add_slot(_address(memoryview(w.mm)), w.size - arena.RESERVE)
+        if index < 0:
+            w.close()
+            _unlink(file_path)
+            return
+        self._slots[index] = (file_path, w)
+
+    def _drop(self, index):
+        if self.arena.drop(index):
+            file_path, w = self._slots.pop(index)
+            w.close()
+            _unlink(file_path)
+
+    def clear(self):
+        if self.arena is None:
+            return
+        for index in list(self._slots):
+            self._drop(index)
+
+
+def _align64(n):
+    return (n + 63) & ~63
+
+
+def _address(buf) -> int:
+    import numpy as np
+    return np.frombuffer(buf, dtype=np.uint8).ctypes.data
+
+
+def _copy_out(w, end, path):
+    """The pack in ``w``'s first ``end`` bytes, copied into a segment file ``path`` (the snapshot)."""
+    src = memoryview(w.mm)[:end]
+    try:
+        out = segment_pool.take(path, end)
+        if out is not None:
+            memoryview(out.mm)[:end] = src
+            segment_pool.written(out)
+            return
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            view = src
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+    finally:
+        src.release()
+
+
+def _fresh(path, size):
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError:
+        return None
+    try:
+        os.posix_fallocate(fd, 0, size)     # pages now: a full /dev/shm is an error here, not a SIGBUS later
+        mm = mmap.mmap(fd, size, mmap.MAP_SHARED | _MAP_POPULATE, mmap.PROT_READ | mmap.PROT_WRITE)
+    except OSError:
+        os.close(fd)
+        _unlink(path)
+        return None
+    return Writable(mm, fd, size, os.fstat(fd).st_ino)
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+handoff = Handoff()

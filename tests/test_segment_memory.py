@@ -11,6 +11,8 @@ import numpy as np
 
 from rayreact.core import segments
 
+from conftest import wait_until
+
 MB = 2**20
 
 
@@ -94,6 +96,9 @@ def test_fresh_worker_results_change_hands_without_a_copy(fresh_rayreact):
             from rayreact.core.handoff import handoff
             return handoff.handed, handoff.copied
 
+        def pid(self):
+            return os.getpid()
+
     maker = Maker.remote()
     values = [ray.get(maker.fresh.remote(float(i))) for i in range(5)]
     handed, copied = ray.get(maker.counts.remote())
@@ -101,3 +106,9 @@ def test_fresh_worker_results_change_hands_without_a_copy(fresh_rayreact):
     kept = [ray.get(maker.kept.remote(float(i))) for i in range(4)]
     assert ray.get(maker.counts.remote())[1] >= 2
     assert [float(v[-1]) for v in values + kept] == [0.0, 1.0, 2.0, 3.0, 4.0, 0.0, 1.0, 2.0, 3.0]
+    # The worker keeps a free slot for its next result; when it dies, the driver removes the file.
+    rt = ray.core.context.current
+    pid = ray.get(maker.pid.remote())
+    assert _files(rt, f"slot-{pid}-")
+    ray.kill(maker)
+    wait_until(lambda: not _files(rt, f"slot-{pid}-"))

@@ -28,7 +28,9 @@ calls ``install`` (a worker's main thread), which is the thread that runs calls.
 """
 
 from libc.stdint cimport uint8_t, uintptr_t
+from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, strncpy
+from posix.mman cimport mmap, MAP_FIXED, MAP_PRIVATE, MAP_ANONYMOUS, PROT_READ, PROT_WRITE, MAP_FAILED
 from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer
 from cpython.pythread cimport (PyThread_type_lock, PyThread_allocate_lock, PyThread_acquire_lock,
                                PyThread_release_lock, WAIT_LOCK)
@@ -250,6 +252,31 @@ def take_miss():
     last_miss = 0
     PyThread_release_lock(lock)
     return size
+
+
+def forget_all():
+    """In a child forked by user code: the slots' files are the parent's.  Free slots are forgotten; arrays
+    the child inherited get private copies of their bytes at the same addresses, so that, as after any
+    fork, neither side sees the other's later writes."""
+    global busy
+    cdef int i
+    cdef size_t size
+    cdef void* saved
+    cdef void* got
+    for i in range(MAX_SLOTS):
+        if slots[i].state == S_FREE:
+            slots[i].state = S_EMPTY
+        elif slots[i].state == S_IN_USE or slots[i].state == S_CLAIMED:
+            size = C_RESERVE + slots[i].capacity
+            saved = malloc(size)
+            if saved == NULL:
+                continue        # out of memory in the child: it keeps the shared pages
+            memcpy(saved, slots[i].base, size)
+            got = mmap(slots[i].base, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
+            if got != MAP_FAILED:
+                memcpy(slots[i].base, saved, size)
+            free(saved)
+            # Still in the table: numpy frees these arrays through it (their pages are now the child's own).
 
 
 def state(int i):

@@ -22,16 +22,19 @@ while the value fits in shared memory (``core.spilling``).
 
 from __future__ import annotations
 
+import glob
 import mmap
 import os
 import sys
 import threading
+import time
 
 from .segments import PAGE, Writable, page_round, segment_pool
 from .spilling import spilling
 
 MIN_BYTES = 1 << 20                   # smaller arrays: one copy costs less than the bookkeeping
-MAX_FREE_SLOTS = 2
+MAX_FREE_SLOTS = 1
+IDLE_SECONDS = 10.0                    # a worker idle this long gives its free slots back
 _MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
 
@@ -48,6 +51,7 @@ class Handoff:
         self._pending = []            # (slot index, result path, pack end) claimed, not yet committed
         self._want = 0                # data bytes the next call will probably allocate
         self._counter = 0
+        self._active = 0.0            # when a slot was last added
         self.handed = 0               # results handed over without a copy
         self.copied = 0               # claimed results the worker still held: copied
 
@@ -67,14 +71,17 @@ class Handoff:
             return
         self.arena = arena
         self._thread = threading.get_ident()
+        # A child forked by user code must not allocate from files its parent still uses.
+        os.register_at_fork(after_in_child=arena.forget_all)
 
     # ------------------------------------------------------------------ claim / commit
     def claim(self, ser, path) -> bool:
         """``ser``'s pack will be the slot's file, renamed to ``path`` at ``commit``; False if it cannot be."""
         arena = self.arena
-        if arena is None or len(ser.buffers) != 1 or ser.is_error or threading.get_ident() != self._thread:
+        buffers = getattr(ser, "buffers", ())        # (the reactor's Packed values have none)
+        if arena is None or len(buffers) != 1 or ser.is_error or threading.get_ident() != self._thread:
             return False
-        buf = ser.buffers[0]
+        buf = buffers[0]
         n = buf.nbytes
         if n < MIN_BYTES:
             return False
@@ -144,6 +151,14 @@ class Handoff:
             _unlink(file_path)
             return
         self._slots[index] = (file_path, w)
+        self._active = time.monotonic()
+
+    def idle(self):
+        """From the worker's idle loop: free slots unused for a while go back to the system."""
+        if self._slots and time.monotonic() - self._active > IDLE_SECONDS \
+                and threading.get_ident() == self._thread:
+            for index in self.arena.free_capacities():
+                self._drop(index)
 
     def _drop(self, index):
         if self.arena.drop(index):
@@ -156,6 +171,12 @@ class Handoff:
             return
         for index in list(self._slots):
             self._drop(index)
+
+
+def remove_slot_files(prefix, pid):
+    """(Driver) the slot files of a worker that exited: never handed over, never read."""
+    for path in glob.glob(f"{glob.escape(prefix)}-slot-{pid}-*"):
+        _unlink(path)
 
 
 def _align64(n):

@@ -39,6 +39,7 @@ from .. import exceptions
 from ..object_ref import ObjectRef
 from . import channel, context, handles, ids, leftovers, protocol, refcount, serialization, submission
 from .serialization import INLINE, SEGMENT
+from .handoff import remove_slot_files
 from .spilling import spilling
 
 logger = logging.getLogger("rayreact")
@@ -426,6 +427,7 @@ class Runtime(context.RuntimeHooks):
                     self._kill_pid(w.pid)
         elif kind == protocol.DIED:
             w = self.pid_to_worker.pop(msg[1], None)
+            remove_slot_files(self._prefix, msg[1])    # a dead worker's unused pages go back now
             if w is not None and not w.dead:
                 # Drain what it managed to send before dying.
                 for raw in w.from_ring.read_all():

@@ -238,6 +238,7 @@ class Worker(context.RuntimeHooks):
             if not block:
                 return None
             self._flush_releases()
+            handoff.idle()
             self._poller.wait(1.0)
             if os.getppid() == 1:
                 os._exit(1)

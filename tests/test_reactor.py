@@ -337,6 +337,50 @@ def test_killed_actor(ray):
     expect_fallback(ray, "kill")
 
 
+class Crashy:
+    """Counts its calls; its process dies on the call that gets ``x == crash_at``."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def step(self, x, crash_at):
+        self.calls += 1
+        if x == crash_at:
+            os._exit(1)
+        return self.calls
+
+
+def test_restartable_actor_dying_mid_loop(ray):
+    # Ray: the call in flight when the process dies fails; the actor restarts (a fresh __init__) and
+    # the calls after it run on the new process.  Replay covers the loop before and after the death.
+    actor = remote(ray, Crashy, max_restarts=1)
+    seen = []
+    for i in range(500):
+        try:
+            seen.append(ray.get(actor.step.remote(i, 200)))
+        except ray.exceptions.RayActorError:
+            seen.append("died")
+    assert seen == list(range(1, 201)) + ["died"] + list(range(1, 300))
+    expect_fallback(ray, "died")
+    expect_replayed(ray, 300)
+
+
+def test_restartable_actor_dying_in_a_gather(ray):
+    actors = [remote(ray, Crashy, max_restarts=1) for _ in range(3)]
+    seen = []
+    for i in range(400):
+        try:
+            seen.append(ray.get([a.step.remote(i, 150 if k == 1 else -1) for k, a in enumerate(actors)]))
+        except ray.exceptions.RayActorError:
+            seen.append("died")
+    assert seen[:150] == [[i + 1] * 3 for i in range(150)] and seen[150] == "died"
+    assert seen[151:] == [[i + 1, i - 150, i + 1] for i in range(151, 400)]
+    # Nothing the survivors did was lost or repeated.
+    assert ray.get([a.step.remote(-1, -2) for a in actors]) == [401, 250, 401]
+    expect_fallback(ray, "died")
+    expect_replayed(ray, 200)
+
+
 def test_exception_in_iteration_500(ray):
     env = remote(ray, Env, 0)
     ray.get(env.fail_at.remote(500))

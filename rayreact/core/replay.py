@@ -21,8 +21,11 @@ Calls made inside workers never come through here: they stay dynamic.
 
 Declined (the pattern runs dynamically, ``explain()`` says why): periods with
 task calls, refs nested in arguments (passed as refs), threaded or async
-actors, actors that may restart, generator calls, values the plan starts
-from that nest refs.
+actors, actors whose calls may be retried (``max_task_retries``), generator
+calls, values the plan starts from that nest refs.  An actor that may restart
+is replayed: its death deoptimizes like any other, the calls in flight fail
+with ``RayActorError`` (as in Ray with no task retries), and the dynamic
+runtime restarts it.
 
 Lock order: ``Reactor.lock`` may be held while taking ``Runtime._lock``, never
 the reverse; hooks that run under the runtime's lock (a worker died) only set
@@ -545,8 +548,10 @@ class ReplayRun:
                     raise Refused(f"{r.name}: the actor is dead")
                 if a.max_concurrency != 1 or getattr(a, "is_async", False):
                     raise Refused(f"{r.name}: threaded or async actor")
-                if a.restarts_left != 0 or a.max_task_retries:
-                    raise Refused(f"{r.name}: an actor that may restart (max_restarts) is not replayed")
+                if a.max_task_retries:
+                    # Calls that may be retried after a restart are re-sent by the dynamic runtime only.
+                    raise Refused(f"{r.name}: an actor whose calls may be retried (max_task_retries) is not "
+                                  "replayed")
                 self.links[r.name] = a
         if not self.links:
             raise Refused("no actor in the period")

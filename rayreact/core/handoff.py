@@ -10,8 +10,8 @@
         the array died with them ──► rename the file to the result's name: no copy
         something still holds it ──► copy the pack into a segment, as without slots
                                      (the worker may change the array; the snapshot may not)
-    refill, after the report: a file from the session's pool of the size just used
-                              becomes a FREE slot for the next call
+    refill, after the report: a file of the size just used (from the session's pool if it
+                              has one) becomes a FREE slot for the next call
 
 A claimed file is never written by this process again: the slot leaves the table
 when the array dies, and the kept writable mapping (``segment_pool.written``) is
@@ -33,9 +33,10 @@ from .segments import PAGE, Writable, page_round, segment_pool
 from .spilling import spilling
 
 MIN_BYTES = 1 << 20                   # smaller arrays: one copy costs less than the bookkeeping
+MAX_BYTES = 64 << 20                  # larger ones: a slot pins that much per worker between calls
 MAX_FREE_SLOTS = 1
-IDLE_SECONDS = 10.0                    # a worker idle this long gives its free slots back
 _MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+IDLE_SECONDS = 10.0                    # a worker idle this long gives its free slots back
 
 
 class Handoff:
@@ -83,7 +84,7 @@ class Handoff:
             return False
         buf = buffers[0]
         n = buf.nbytes
-        if n < MIN_BYTES:
+        if not MIN_BYTES <= n <= MAX_BYTES:
             return False
         address = _address(buf)
         index = arena.claim(address, n)
@@ -130,7 +131,7 @@ class Handoff:
             return
         want = max(arena.take_miss(), self._want)
         self._want = 0
-        if want < MIN_BYTES or spilling.directory_for(2 * want) != self.directory:
+        if not MIN_BYTES <= want <= MAX_BYTES or spilling.directory_for(2 * want) != self.directory:
             return                   # (near) the object store's limit: no pages held in reserve
         free = arena.free_capacities()
         if any(want <= cap <= want + want // 2 + PAGE for cap in free.values()):
@@ -140,11 +141,12 @@ class Handoff:
         self._counter += 1
         file_path = os.path.join(self.directory, f"rr-{self.session}-slot-{os.getpid()}-{self._counter}")
         size = arena.RESERVE + want
-        w = segment_pool.take(file_path, size)
+        # A pooled file first (its pages exist); else fresh pages, allocated now (a full /dev/shm is then
+        # an error here, not a SIGBUS in the next call).  Slots are capped at MAX_BYTES: for bigger values,
+        # fresh pages for every worker at once cost more than the copies they would save.
+        w = segment_pool.take(file_path, size) or _fresh(file_path, page_round(size))
         if w is None:
-            w = _fresh(file_path, page_round(size))
-            if w is None:
-                return
+            return
         index = arena.add_slot(_address(memoryview(w.mm)), w.size - arena.RESERVE)
         if index < 0:
             w.close()
@@ -214,7 +216,7 @@ def _fresh(path, size):
     except OSError:
         return None
     try:
-        os.posix_fallocate(fd, 0, size)     # pages now: a full /dev/shm is an error here, not a SIGBUS later
+        os.posix_fallocate(fd, 0, size)
         mm = mmap.mmap(fd, size, mmap.MAP_SHARED | _MAP_POPULATE, mmap.PROT_READ | mmap.PROT_WRITE)
     except OSError:
         os.close(fd)

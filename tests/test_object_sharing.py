@@ -21,6 +21,9 @@ class Keeper:
     def last(self, arr):
         return float(arr[-1])
 
+    def total(self, arr):
+        return float(arr.sum())
+
     def ends(self, arr):
         return float(arr.flat[0]), float(arr.flat[-1]), arr.dtype.str, arr.shape
 
@@ -69,6 +72,19 @@ def test_mutation_between_calls_is_seen_only_by_later_calls(ray_backend, keepers
         refs.append(keepers[i % 3].last.remote(arr))
         expected.append(float(arr[-1]))
     arr[-1] = -1.0
+    assert ray_backend.get(refs) == expected
+
+
+def test_a_change_anywhere_in_a_40_mb_array_is_seen(ray_backend, keepers):
+    # Large comparisons run in two halves at once: a change in either half must count.
+    arr = np.zeros(5_000_000)
+    refs, expected = [], []
+    for i, where in enumerate([None, 10, None, 4_999_990, None, 2_500_001, None]):
+        if where is not None:
+            arr[where] = i
+        refs.append(keepers[i % 3].total.remote(arr))
+        expected.append(float(arr.sum()))
+    arr[:] = 1.0
     assert ray_backend.get(refs) == expected
 
 

@@ -45,6 +45,43 @@ except ImportError:                 # pragma: no cover - values with out-of-band
     _np = None
 
 
+PARALLEL_BYTES = 32 << 20      # comparisons this big are split over two threads
+
+
+def _equal(a, b, n) -> bool:
+    """memcmp(a, b, n) == 0; big ones in two halves at once (ctypes releases the GIL).
+
+    A snapshot lives in shared memory, which has no transparent huge pages here: one thread's
+    comparison waits on TLB misses as much as on bandwidth, and a second one saves ~20%."""
+    if n < PARALLEL_BYTES or (os.cpu_count() or 1) < 2:
+        return _memcmp(a, b, n) == 0
+    half = (n // 2) & ~4095
+    other = _helper().submit(_memcmp, a + half, b + half, n - half)
+    first = _memcmp(a, b, half)
+    return first == 0 and other.result() == 0
+
+
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def _helper():
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            import concurrent.futures
+            _pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rayreact-compare")
+        return _pool
+
+
+def _forget_helper():
+    global _pool
+    _pool = None          # a forked child has no helper thread: it starts its own when it needs one
+
+
+os.register_at_fork(after_in_child=_forget_helper)
+
+
 def _address(buf) -> int:
     return _np.frombuffer(buf, dtype=_np.uint8).ctypes.data if len(buf) else 0
 
@@ -101,7 +138,7 @@ class SnapshotCache:
         if view is None or compare is None:
             return False
         same = snap.inband == ser.inband and all(
-            _memcmp(snap.base + o, _address(b), n) == 0 for (o, n), b in zip(snap.offsets, ser.buffers))
+            _equal(snap.base + o, _address(b), n) for (o, n), b in zip(snap.offsets, ser.buffers))
         if same:
             try:
                 os.link(snap.path, path)

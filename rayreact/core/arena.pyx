@@ -54,7 +54,6 @@ DEF MAX_SLOTS = 8
 RESERVE = 4096                  # bytes before a slot's data: the result pack's header and in-band pickle
 cdef size_t C_RESERVE = 4096
 
-EMPTY, FREE, IN_USE, CLAIMED, CLAIMED_DEAD = range(5)
 cdef enum:
     S_EMPTY = 0
     S_FREE = 1
@@ -173,10 +172,6 @@ def install(size_t threshold=1 << 20):
     PyDataMem_SetHandler(our_capsule)
 
 
-def installed():
-    return our_capsule is not None
-
-
 def add_slot(uintptr_t base, size_t capacity):
     """A mapping of ``RESERVE + capacity`` bytes at ``base`` becomes a FREE slot: its index, or -1 if full."""
     cdef int i, found = -1
@@ -258,7 +253,6 @@ def forget_all():
     """In a child forked by user code: the slots' files are the parent's.  Free slots are forgotten; arrays
     the child inherited get private copies of their bytes at the same addresses, so that, as after any
     fork, neither side sees the other's later writes."""
-    global busy
     cdef int i
     cdef size_t size
     cdef void* saved
@@ -277,10 +271,6 @@ def forget_all():
                 memcpy(slots[i].base, saved, size)
             free(saved)
             # Still in the table: numpy frees these arrays through it (their pages are now the child's own).
-
-
-def state(int i):
-    return slots[i].state
 
 
 def data_address(int i):

@@ -23,19 +23,17 @@ while the value fits in shared memory (``core.spilling``).
 from __future__ import annotations
 
 import glob
-import mmap
 import os
 import sys
 import threading
 import time
 
-from .segments import PAGE, Writable, page_round, segment_pool
+from .segments import PAGE, address_of, create_writable, page_round, segment_pool
 from .spilling import spilling
 
 MIN_BYTES = 1 << 20                   # smaller arrays: one copy costs less than the bookkeeping
 MAX_BYTES = 64 << 20                  # larger ones: a slot pins that much per worker between calls
 MAX_FREE_SLOTS = 1
-_MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 IDLE_SECONDS = 10.0                    # a worker idle this long gives its free slots back
 
 
@@ -86,21 +84,19 @@ class Handoff:
         n = buf.nbytes
         if not MIN_BYTES <= n <= MAX_BYTES:
             return False
-        address = _address(buf)
+        address = address_of(buf)
         index = arena.claim(address, n)
         if index < 0:
             return False
         file_path, w = self._slots[index]
         offset = arena.RESERVE + address - arena.data_address(index)
-        header = ser.header_for([(offset, n)])
-        end_of_inband = _align64(len(header)) + len(ser.inband)
-        if end_of_inband > arena.RESERVE or offset + n > w.size:
+        head = ser.head_for([(offset, n)])
+        if len(head) > arena.RESERVE or offset + n > w.size:
             arena.settle(index)      # does not fit the slot's first page: copied as usual
             return False
         dst = memoryview(w.mm)
         try:
-            dst[:len(header)] = header
-            dst[_align64(len(header)):end_of_inband] = ser.inband
+            dst[:len(head)] = head
         finally:
             del dst
         self._pending.append((index, path, offset + n))
@@ -144,10 +140,10 @@ class Handoff:
         # A pooled file first (its pages exist); else fresh pages, allocated now (a full /dev/shm is then
         # an error here, not a SIGBUS in the next call).  Slots are capped at MAX_BYTES: for bigger values,
         # fresh pages for every worker at once cost more than the copies they would save.
-        w = segment_pool.take(file_path, size) or _fresh(file_path, page_round(size))
+        w = segment_pool.take(file_path, size) or create_writable(file_path, page_round(size))
         if w is None:
             return
-        index = arena.add_slot(_address(memoryview(w.mm)), w.size - arena.RESERVE)
+        index = arena.add_slot(address_of(memoryview(w.mm)), w.size - arena.RESERVE)
         if index < 0:
             w.close()
             _unlink(file_path)
@@ -181,48 +177,17 @@ def remove_slot_files(prefix, pid):
         _unlink(path)
 
 
-def _align64(n):
-    return (n + 63) & ~63
-
-
-def _address(buf) -> int:
-    import numpy as np
-    return np.frombuffer(buf, dtype=np.uint8).ctypes.data
-
-
 def _copy_out(w, end, path):
     """The pack in ``w``'s first ``end`` bytes, copied into a segment file ``path`` (the snapshot)."""
+    out = segment_pool.take(path, end) or create_writable(path, page_round(end))
+    if out is None:
+        raise OSError(f"could not create the segment {path}")
     src = memoryview(w.mm)[:end]
     try:
-        out = segment_pool.take(path, end)
-        if out is not None:
-            memoryview(out.mm)[:end] = src
-            segment_pool.written(out)
-            return
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            view = src
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
+        memoryview(out.mm)[:end] = src
     finally:
         src.release()
-
-
-def _fresh(path, size):
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-    except OSError:
-        return None
-    try:
-        os.posix_fallocate(fd, 0, size)
-        mm = mmap.mmap(fd, size, mmap.MAP_SHARED | _MAP_POPULATE, mmap.PROT_READ | mmap.PROT_WRITE)
-    except OSError:
-        os.close(fd)
-        _unlink(path)
-        return None
-    return Writable(mm, fd, size, os.fstat(fd).st_ino)
+    segment_pool.written(out)
 
 
 def _unlink(path):

@@ -490,8 +490,7 @@ class Runtime(context.RuntimeHooks):
                 e.size = os.stat(desc[1]).st_size
             except OSError:
                 e.size = 0
-            if not spilling.is_spilled(desc[1]):
-                self._count_store(e.size)
+            self._count_segment(desc[1], e.size)
         else:
             e.size = len(desc[1])
         for c in desc[2]:
@@ -522,8 +521,7 @@ class Runtime(context.RuntimeHooks):
             return
         desc = e.desc
         if desc[0] == SEGMENT:
-            if not spilling.is_spilled(desc[1]):
-                self._count_store(-e.size)
+            self._count_segment(desc[1], -e.size)
             self._segments.forget(desc[1])
             serialization.segment_pool.release(desc[1])
         for c in desc[2]:
@@ -574,9 +572,11 @@ class Runtime(context.RuntimeHooks):
         path = spilling.write(ser, f"rr-{self.session}-{ids.new_id().hex()}")
         return (SEGMENT, path, ser.contained, False)
 
-    def _count_store(self, delta):
-        self.store_used += delta
-        channel.publish_store_used(self.bell, max(self.store_used, 0))
+    def _count_segment(self, path, delta):
+        """A segment object comes (delta > 0) or goes: shared memory's count, published to the workers."""
+        if not spilling.is_spilled(path):
+            self.store_used += delta
+            channel.publish_store_used(self.bell, max(self.store_used, 0))
 
     def _ship(self, w, oid, e):
         """Descriptor for worker ``w``; counts the refs nested in it as borrowed by ``w``."""
@@ -1396,8 +1396,7 @@ class Runtime(context.RuntimeHooks):
 
     def _discard_payload(self, e):
         if e.desc and e.desc[0] == SEGMENT:
-            if not spilling.is_spilled(e.desc[1]):
-                self._count_store(-e.size)
+            self._count_segment(e.desc[1], -e.size)
             self._discard_desc(e.desc)
 
     # ================================================================== kill / cancel / named actors
@@ -1834,7 +1833,7 @@ class Runtime(context.RuntimeHooks):
         if self.spill_dir:
             os.close(self._spill_lock)
             shutil.rmtree(self.spill_dir, ignore_errors=True)
-        spilling.configure(None, None, 0, lambda: 0)
+        spilling.reset()
         self.objects.clear()
         self._segments.clear()
         serialization.snapshots.clear()

@@ -351,6 +351,32 @@ def _pool_name(session, kind, st):
 segment_pool = SegmentPool()
 
 
+def create_writable(path, size):
+    """A new segment file of ``size`` bytes, its pages allocated now (a full /dev/shm is an error here,
+    not a SIGBUS at the first write) and mapped read-write; None if it cannot be made."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError:
+        return None
+    try:
+        os.posix_fallocate(fd, 0, size)
+        mm = mmap.mmap(fd, size, mmap.MAP_SHARED | _MAP_POPULATE, mmap.PROT_READ | mmap.PROT_WRITE)
+    except OSError:
+        os.close(fd)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return None
+    return Writable(mm, fd, size, os.fstat(fd).st_ino)
+
+
+def address_of(buf) -> int:
+    """Where a buffer's bytes start in this process."""
+    import numpy as np
+    return np.frombuffer(buf, dtype=np.uint8).ctypes.data if len(buf) else 0
+
+
 class _Mapped:
     """One read-only mapping of a file (``ino``: device and inode) and the descriptor its shared lock lives on."""
 

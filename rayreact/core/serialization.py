@@ -86,9 +86,11 @@ class Serialized:
             _BUFENTRY.pack(o, n) for o, n in offsets)
         return header, inband_at, offsets
 
-    def header_for(self, offsets) -> bytes:
-        """The pack's header for buffers placed at ``offsets`` [(offset, length)] (the in-band pickle follows it)."""
-        return _HEADER.pack(MAGIC, len(offsets), len(self.inband)) + b"".join(_BUFENTRY.pack(o, n) for o, n in offsets)
+    def head_for(self, offsets) -> bytes:
+        """The start of a pack whose buffers sit at ``offsets`` [(offset, length)]: header and in-band pickle."""
+        header = _HEADER.pack(MAGIC, len(offsets), len(self.inband)) + b"".join(
+            _BUFENTRY.pack(o, n) for o, n in offsets)
+        return header + b"\0" * (_align(len(header)) - len(header)) + self.inband
 
     def pack(self) -> bytes:
         """The whole pack as one bytes object (for inline transport)."""

@@ -25,7 +25,7 @@ import ctypes.util
 import os
 import threading
 
-from .segments import map_segment, segment_pool
+from .segments import address_of, map_segment, segment_pool
 
 MIN_BYTES = 1 << 20            # smaller packs are cheap to write; not worth a link and a mapping
 MAX_ENTRIES = 8
@@ -82,10 +82,6 @@ def _forget_helper():
 os.register_at_fork(after_in_child=_forget_helper)
 
 
-def _address(buf) -> int:
-    return _np.frombuffer(buf, dtype=_np.uint8).ctypes.data if len(buf) else 0
-
-
 class _Snapshot:
     __slots__ = ("path", "view", "compare", "base", "inband", "offsets", "size", "hits")
 
@@ -93,7 +89,7 @@ class _Snapshot:
         self.path = path              # this cache's own name for the file
         self.view = view              # read-only view: holds a shared flock, so the file is never recycled
         self.compare = compare        # what comparisons read: the writer's mapping if it has one (pages mapped)
-        self.base = _address(compare)
+        self.base = address_of(compare)
         self.inband = inband
         self.offsets = offsets
         self.size = size
@@ -112,7 +108,7 @@ class SnapshotCache:
 
     @staticmethod
     def _key(ser):
-        return (len(ser.inband), tuple((_address(b), b.nbytes) for b in ser.buffers))
+        return (len(ser.inband), tuple((address_of(b), b.nbytes) for b in ser.buffers))
 
     def _usable(self, ser):
         return (self.limit and ser.size >= MIN_BYTES and ser.buffers and _np is not None and _memcmp is not None
@@ -138,7 +134,7 @@ class SnapshotCache:
         if view is None or compare is None:
             return False
         same = snap.inband == ser.inband and all(
-            _equal(snap.base + o, _address(b), n) for (o, n), b in zip(snap.offsets, ser.buffers))
+            _equal(snap.base + o, address_of(b), n) for (o, n), b in zip(snap.offsets, ser.buffers))
         if same:
             try:
                 os.link(snap.path, path)

@@ -33,6 +33,9 @@ class Spilling:
     """Where the next segment of this process goes (configured once per process)."""
 
     def __init__(self):
+        self.reset()
+
+    def reset(self):
         self.shm_dir = None
         self.spill_dir = None           # None: nowhere to spill (the shared directory is already on disk)
         self.limit = 0
@@ -52,9 +55,9 @@ class Spilling:
     def is_spilled(self, path: str) -> bool:
         return self.spill_dir is not None and os.path.dirname(path) == self.spill_dir
 
-    def write(self, ser, name: str) -> str:
-        """Write ``ser``'s pack as ``name`` in the directory its size calls for; returns the path."""
-        path = os.path.join(self.directory_for(ser.size), name)
+    def write(self, ser, name: str, directory=None) -> str:
+        """Write ``ser``'s pack as ``name`` in ``directory``, by default the one its size calls for; the path."""
+        path = os.path.join(directory or self.directory_for(ser.size), name)
         try:
             ser.write_segment(path)
         except OSError as exc:

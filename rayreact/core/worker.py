@@ -320,11 +320,12 @@ class Worker(context.RuntimeHooks):
             return (INLINE, ser.pack(), ser.contained, is_error)
         # Unique per write: a retried generator yields the same item ids again, and its first run's files stay.
         name = f"rr-{self.session}-{object_id.hex()}-{os.urandom(4).hex()}"
-        if spilling.directory_for(ser.size) == self.shm_dir:
-            path = os.path.join(self.shm_dir, name)
+        directory = spilling.directory_for(ser.size)
+        if directory == self.shm_dir:
+            path = os.path.join(directory, name)
             if handoff.claim(ser, path):          # the file changes hands at handoff.commit(), before the report
                 return (SEGMENT, path, ser.contained, is_error)
-        path = spilling.write(ser, name)
+        path = spilling.write(ser, name, directory)
         return (SEGMENT, path, ser.contained, is_error)
 
     def _results(self, return_ids, value, num_returns, name):

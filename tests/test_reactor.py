@@ -613,3 +613,117 @@ def test_results_are_snapshots_at_return(ray):
     assert seen == [[float(i)] * 3 for i in range(220)]
     assert ray.get(held).tolist() == [60.0] * 3
     expect_replayed(ray, 20)
+
+
+# ---------------------------------------------------------------------- task call sites
+def _score(weights, seed, bias=0.0):
+    """A pure function of its arguments (the tasks below wrap it)."""
+    return float(np.dot(weights, np.arange(len(weights)))) * (seed + 1) + bias
+
+
+def _remote_fn(ray, fn, **options):
+    return ray.remote(**options)(fn) if options else ray.remote(fn)
+
+
+def test_task_fan_out_over_a_put_each_round(ray):
+    score = _remote_fn(ray, _score)
+    pair = _remote_fn(ray, lambda w, k: (float(w.sum()), k * 2), num_returns=2)
+    weights = np.zeros(4)
+    seen, expected = [], []
+    for i in range(200):
+        weights[:] = i * 0.5
+        w_ref = ray.put(weights)
+        refs = [score.remote(w_ref, s, bias=i) for s in range(3)]
+        total, twice = pair.remote(w_ref, i)
+        weights[:] = -1.0                    # after the calls: never seen by them
+        seen.append(ray.get(refs + [total, twice]))
+        w = np.full(4, i * 0.5)
+        expected.append([_score(w, s, i) for s in range(3)] + [float(w.sum()), i * 2])
+    assert seen == expected
+    expect_replayed(ray, 100)
+
+
+def test_tasks_and_actor_calls_in_one_round(ray):
+    env = remote(ray, Env, 3)
+    score = _remote_fn(ray, _score)
+    seen, scores = [], []
+    for i in range(200):
+        obs, s = ray.get([env.step.remote(i), score.remote(np.ones(3) * i, i)])
+        seen.append(obs)
+        scores.append(s)
+    assert same(seen, local_env_steps(3, list(range(200))))
+    assert scores == [_score(np.ones(3) * i, i) for i in range(200)]
+    expect_replayed(ray, 100)
+
+
+def _crash_once(i, crash_at, marker):
+    """Kills its own worker at ``crash_at``, once (the marker file remembers)."""
+    if i == crash_at and not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return i * 3
+
+
+def test_task_worker_killed_mid_call_is_retried(ray, tmp_path):
+    step = _remote_fn(ray, _crash_once)
+    marker = str(tmp_path / "crashed")
+    out = []
+    for i in range(300):
+        out.append(ray.get([step.remote(i, 150, marker), step.remote(-i, 150, marker)]))
+    assert out == [[i * 3, -i * 3] for i in range(300)]
+    assert os.path.exists(marker)
+    expect_replayed(ray, 100)
+    expect_fallback(ray, "died")
+
+
+def test_task_without_retries_dying_raises_worker_crashed(ray, tmp_path):
+    step = _remote_fn(ray, _crash_once, max_retries=0)
+    marker = str(tmp_path / "crashed")
+    out = []
+    for i in range(300):
+        try:
+            out.append(ray.get(step.remote(i, 150, marker)))
+        except ray.exceptions.WorkerCrashedError:
+            out.append("crashed")
+    assert out == [i * 3 if i != 150 else "crashed" for i in range(300)]
+    expect_replayed(ray, 100)
+
+
+def _fails_at(i, bad):
+    if i == bad:
+        raise ValueError(f"bad input {i}")
+    return i + 0.5
+
+
+def test_task_exception_surfaces_and_the_loop_goes_on(ray):
+    check = _remote_fn(ray, _fails_at)
+    out = []
+    for i in range(400):
+        try:
+            out.append(ray.get(check.remote(i, 250)))
+        except ValueError as exc:                       # RayTaskError(ValueError) is a ValueError
+            assert isinstance(exc, ray.exceptions.RayTaskError)
+            assert "bad input 250" in str(exc)
+            out.append("raised")
+    assert out == [i + 0.5 if i != 250 else "raised" for i in range(400)]
+    expect_replayed(ray, 100)
+    expect_fallback(ray, "raised")
+
+
+def test_chained_tasks_give_the_same_results(ray):
+    inc = _remote_fn(ray, lambda x: x + 1)
+    double = _remote_fn(ray, lambda x: x * 2)
+    out = [ray.get(double.remote(inc.remote(i))) for i in range(150)]
+    assert out == [(i + 1) * 2 for i in range(150)]
+    if ray.backend_name == "rayreact":
+        assert any("another reaction" in r for r in _reactor(ray).snapshot()["refusals"])
+
+
+def test_task_options_change_mid_loop(ray):
+    score = _remote_fn(ray, _score)
+    out = []
+    for i in range(300):
+        fn = score.options(name=f"eval-{i}") if i % 100 == 99 else score
+        out.append(ray.get(fn.remote(np.ones(2), i)))
+    assert out == [_score(np.ones(2), i) for i in range(300)]
+    expect_replayed(ray, 50)

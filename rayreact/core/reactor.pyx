@@ -684,15 +684,18 @@ cdef class WorkerReactor:
     cdef tuple _call(self, int64_t index, method, name, list args, dict kwargs, tuple outputs):
         worker = self.worker
         cdef int n = len(outputs)
+        cdef bint actor = worker.is_actor          # else a pool worker lent to a task reactor: method is a code id
         try:
             worker.current_task_id = _task_id()
-            target = worker._call_target(method)
+            target = worker._call_target(method) if actor else worker._load_code(method)
             tracer = worker._tracer
-            if tracer is None or method.startswith("__ray"):
+            if tracer is None or (actor and method.startswith("__ray")):
                 value = target(*args, **kwargs)
-            else:       # rayreact compare: replayed calls are traced like dynamic ones
+            elif actor:     # rayreact compare: replayed calls are traced like dynamic ones
                 value = tracer.run("actor_call", target, method, args, kwargs,
                                    type(worker.actor_instance).__module__)
+            else:
+                value = tracer.run("task", target, None, args, kwargs, getattr(target, "__module__", None))
             if n >= 1 and type(value) is types.GeneratorType:   # before iscoroutine: it takes generators too
                 return self._generator_outputs(index, name, value, outputs), False
             if asyncio.iscoroutine(value):
@@ -708,16 +711,21 @@ cdef class WorkerReactor:
                 values = tuple(value)
             value = None
             return [serialize_token(v, False, self.shm_prefix, index, conn) for conn, v in zip(outputs, values)], False
-        except SystemExit:
+        except SystemExit as exc:
+            if not actor:
+                return self._raised(index, name, exc, outputs, False), False
             err = exceptions.ActorDiedError(
                 error_msg="The actor died because it called exit_actor() (or __ray_terminate__) "
                           "and this call did not return a value.")
             return self._errors(err, outputs, index), True
         except BaseException as exc:  # noqa: BLE001 - every user error goes back to its readers
-            exc.__traceback__ = _user_frames(exc.__traceback__)
-            err = worker._task_error(name, exc, actor=True)
-            self._note_raised(index)
-            return self._errors(err, outputs, index), False
+            return self._raised(index, name, exc, outputs, actor), False
+
+    cdef list _raised(self, int64_t index, name, exc, tuple outputs, bint actor):
+        exc.__traceback__ = _user_frames(exc.__traceback__)
+        err = self.worker._task_error(name, exc, actor=actor)
+        self._note_raised(index)
+        return self._errors(err, outputs, index)
 
     cdef list _generator_outputs(self, int64_t index, name, generator, tuple outputs):
         """What the generator yielded fills the first outputs; its error fills the rest (as in dynamic mode)."""
@@ -725,7 +733,8 @@ cdef class WorkerReactor:
         tokens = [serialize_token(v, False, self.shm_prefix, index, conn) for conn, v in zip(outputs, values)]
         if error is not None:
             self._note_raised(index)
-            tokens += self._errors(self.worker._task_error(name, error, actor=True), outputs[len(values):], index)
+            tokens += self._errors(self.worker._task_error(name, error, actor=self.worker.is_actor),
+                                   outputs[len(values):], index)
         return tokens
 
     cdef list _errors(self, err, tuple outputs, int64_t index):
@@ -969,7 +978,7 @@ cdef class DriverPath:
         cdef Py_ssize_t i, n
         if (op[0] != _CALL or op[1] != actor_id or op[2] != method or op[3] != nret or len(args) != op[4]
                 or (tuple(kwargs) if kwargs else ()) != op[5]):
-            return self.run._deviate(f"a call of {method}")
+            return self.run._deviate_call(actor_id, method, None)
         values = args if not kwargs else args + tuple(kwargs.values())
         specs = <tuple>op[6]
         ref_type = self.ref_type
@@ -980,25 +989,25 @@ cdef class DriverPath:
             s = specs[i]
             if s is None:
                 if type(value) is ref_type:
-                    return self.run._deviate(f"{method} with a ref where a value was passed")
+                    return self.run._deviate_call(actor_id, method, "with a ref where a value was passed")
                 literals.append(value)
                 continue
             spec = <tuple>s
             if type(value) is not ref_type:
-                return self.run._deviate(f"{method} with a value where a ref was passed")
+                return self.run._deviate_call(actor_id, method, "with a value where a ref was passed")
             const = spec[3]
             if const is None:
                 if given.get((idx - <int64_t>spec[1], spec[2])) != value._id:
-                    return self.run._deviate(f"{method} with another ref")
+                    return self.run._deviate_call(actor_id, method, "with another ref")
             elif const[1] != value._id:
-                return self.run._deviate(f"{method} with another ref")
+                return self.run._deviate_call(actor_id, method, "with another ref")
         if q == 0 and idx != self.first and not self.run._new_period(idx):
             return self.deopt
         link = op[7]
         if literals:
             ser = serialize(tuple(literals))
             if ser.contained:
-                return self.run._deviate(f"{method} with refs nested in an argument")
+                return self.run._deviate_call(actor_id, method, "with refs nested in an argument")
             if ser.size <= serialization.INLINE_LIMIT:
                 frame = INVOKE_HEADER.pack(INVOKE, idx, 1) + ser.pack()
             else:
@@ -1010,6 +1019,10 @@ cdef class DriverPath:
                 link.arg_files.append((idx, path))
         else:
             frame = INVOKE_HEADER.pack(INVOKE, idx, 0)
+        inflight = link.inflight
+        if inflight is not None:
+            # A task reactor: what it takes to run this call again, should its worker die first (Ray retries).
+            inflight.append((idx, frame, values))
         self.idx = idx + 1
         self.write(link, frame)
         # Defer the wake only inside a burst of calls: if the script usually computes between this call and
@@ -1076,6 +1089,8 @@ cdef class DriverPath:
         self.idx = idx + 1
         cdef double t0 = monotonic_s()
         tokens = self.collect(keys, timeout, len(keys))
+        if tokens is None:
+            return self._lost_task()
         self.driver_log.append((idx, t0, monotonic_s()))
         out = []
         for t in tokens:
@@ -1104,8 +1119,16 @@ cdef class DriverPath:
         self.idx = idx + 1
         cdef double t0 = monotonic_s()
         tokens = self.collect(keys, timeout, num_returns)
+        if tokens is None:
+            return self._lost_task()
         self.driver_log.append((idx, t0, monotonic_s()))
         return [t is not None for t in tokens]
+
+    cdef object _lost_task(self):
+        # A lent worker died: its unfinished calls run again dynamically (Ray retries tasks), and this get or
+        # wait waits for them there.
+        self.run.reactor.deopt(self.run.reason or "the worker of a replayed task died")
+        return self.deopt
 
     cdef object _token(self, key):
         tok = self.cache.get(key)
@@ -1128,6 +1151,8 @@ cdef class DriverPath:
         while True:
             if self.dead_pending:
                 self.run._absorb_deaths()
+                if self.run.task_died:
+                    return None
             tokens = [self._token(k) for k in keys]
             have = 0
             for t in tokens:

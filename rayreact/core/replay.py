@@ -19,13 +19,22 @@
 
 Calls made inside workers never come through here: they stay dynamic.
 
-Declined (the pattern runs dynamically, ``explain()`` says why): periods with
-task calls, refs nested in arguments (passed as refs), threaded or async
-actors, actors whose calls may be retried (``max_task_retries``), generator
-calls, values the plan starts from that nest refs.  An actor that may restart
-is replayed: its death deoptimizes like any other, the calls in flight fail
-with ``RayActorError`` (as in Ray with no task retries), and the dynamic
-runtime restarts it.
+Task call sites are replayed on pool workers lent to the run (one per
+``task:k`` reactor) when the driver alone feeds them and reads them: their
+arguments are literals, puts or values made before the loop, and their results
+go only to ``get``/``wait``.  The driver keeps each call's invocation until it
+has run, so when a lent worker dies the calls it had not finished run again
+dynamically under the refs the script holds, as Ray retries them
+(``max_retries``).
+
+Declined (the pattern runs dynamically, ``explain()`` says why): tasks fed by
+or feeding other reactions, tasks with options beyond ``num_returns``,
+``max_retries`` and ``name``, refs nested in arguments (passed as refs),
+threaded or async actors, actors whose calls may be retried
+(``max_task_retries``), generator calls, values the plan starts from that nest
+refs.  An actor that may restart is replayed: its death deoptimizes like any
+other, the calls in flight fail with ``RayActorError`` (as in Ray with no task
+retries), and the dynamic runtime restarts it.
 
 Lock order: ``Reactor.lock`` may be held while taking ``Runtime._lock``, never
 the reverse; hooks that run under the runtime's lock (a worker died) only set
@@ -72,6 +81,8 @@ DEFER_WAKES = os.environ.get("RAYREACT_DEFER_WAKES", "1") == "1"
 WAKE_DELAY = 100e-6                    # a burst of calls defers its wakes at most this long
 
 _CALL, _PUT, _GET, _WAIT = range(4)
+TASK_CALLER = "task"                   # a replayed task call's "actor id" in the DriverPath's guard
+REPLAYED_TASK_OPTIONS = frozenset(("num_returns", "max_retries", "name"))
 
 
 class Refused(Exception):
@@ -107,6 +118,7 @@ class Reactor:
         self.started = time.monotonic()
         self.bell = None
         self.run_counter = 0
+        self.tasks = {}                  # plan target key -> (guard target, RemoteFunction, options)
         self._wrap()
         self._start_recording()
 
@@ -244,7 +256,7 @@ class Reactor:
             return
         # Geometric spacing: infer's work stays a small constant per recorded event.
         self.next_attempt = n + max(8, n // 2)
-        plan = infer(rec.trace, repeats=self.repeats, window=WINDOW)
+        plan = infer(rec.trace, repeats=self.repeats, window=WINDOW, task_slots=self._task_slots())
         if plan is None:
             if n > MAX_TRACE:
                 self._no_pattern()
@@ -253,11 +265,18 @@ class Reactor:
         if not plan.replayable:
             self._refuse("; ".join(plan.blockers))
             return
-        problem = _unsupported(plan)
+        problem = _unsupported(plan, self.tasks)
         if problem:
             self._refuse(problem)
             return
         self.pending = plan
+
+    def _task_slots(self):
+        """How many pool workers a plan's task calls may be dealt over: those started, up to the pool's size."""
+        rt = self.rt
+        with rt._lock:
+            started = sum(1 for w in rt.workers.values() if w.kind == "task" and w.ready and not w.dead)
+        return max(1, min(rt._pool_target, started))
 
     def _record_submit(self, kind, target, actor, args, kwargs, num_returns, out):
         if num_returns == 0 or out is None:
@@ -289,12 +308,20 @@ class Reactor:
 
     def submit_task(self, remote_function, args, kwargs, options):
         with self.lock:
+            num_returns = submission._num_returns(options, remote_function._default_num_returns)
             if self._enter():
-                self.deopt("a task call (tasks are not replayed)")
+                if type(num_returns) is int and num_returns >= 0:
+                    out = self.run.call(TASK_CALLER, _task_target(remote_function, options), args, kwargs,
+                                        num_returns)
+                    if out is not DEOPT:
+                        return out
+                else:
+                    self.deopt("a generator call")
             out = self.dyn["submit_task"](remote_function, args, kwargs, options)
             if self.state is RECORDING:
-                self._record_submit(TASK, remote_function._code_id, None, args, kwargs,
-                                    submission._num_returns(options), out)
+                target = _task_target(remote_function, options)
+                self.tasks[target] = (target, remote_function, options)
+                self._record_submit(TASK, target, None, args, kwargs, num_returns, out)
             return out
 
     def put(self, value):
@@ -467,11 +494,42 @@ def _scan(value, out, depth):
             _scan(v, out, depth + 1)
 
 
-def _unsupported(plan):
+def _task_target(remote_function, options):
+    """What a task call's guard compares, and the plan shows: the function (its name and a piece of its
+    code id, so two functions of one name differ), and its options beyond ``num_returns``."""
+    key = remote_function.__dict__.get("_replay_key")
+    if key is None:
+        name = remote_function._function_name.rsplit(".", 1)[-1]
+        key = remote_function._replay_key = f"{name}@{submission.code_id_of(remote_function).hex()[:12]}"
+    if not options or (len(options) == 1 and "num_returns" in options):
+        return key
+    extra = ", ".join(f"{k}={v!r}" for k, v in sorted(options.items()) if k != "num_returns")
+    return f"{key} ({extra})"
+
+
+def _unsupported(plan, tasks):
     """Reasons this replay engine declines a plan that infer finds replayable."""
-    for r in plan.reactors:
-        if r.kind == "task":
-            return "tasks in the period (task reactors are not replayed yet)"
+    conns = plan.connections
+    for reaction in plan.reactions:
+        if reaction.op != "task":
+            continue
+        where = f"position {reaction.position}"
+        known = tasks.get(reaction.target)
+        if known is None:
+            return f"{where}: a task this driver did not record"
+        options = known[2]
+        extra = sorted(set(options) - REPLAYED_TASK_OPTIONS)
+        if extra:
+            return f"{where}: a task with options {', '.join(extra)} (only num_returns, max_retries and name " \
+                   "are replayed)"
+        # A lent worker's death reruns its calls from what the driver holds: it must hold every input and
+        # be the only reader of every output, or the rerun would need values that lived only in workers.
+        for inp in reaction.inputs():
+            if conns[inp.connection].reactor != "driver":
+                return f"{where}: a task fed by another reaction's result (tasks read only driver values)"
+        for cid in reaction.outputs:
+            if any(u.reactor != "driver" for u in conns[cid].uses):
+                return f"{where}: a task whose result feeds another reaction (only get/wait read task results)"
     for q, expect in enumerate(plan.guard.expects):
         sig = expect.signature
         if sig[0] == "Submit" and (type(sig[4]) is not int or sig[4] < 0):
@@ -483,11 +541,21 @@ def _unsupported(plan):
     return None
 
 
+class _TaskSlot:
+    """What a lent pool worker stands in for, where an actor reactor has its ActorState."""
+
+    actor_id = None
+    class_name = "task"
+
+    def __init__(self):
+        self.death_error = exceptions.WorkerCrashedError("The worker of a replayed task died.")
+
+
 class _Link:
     """The driver's view of one replaying worker."""
 
     __slots__ = ("name", "w", "actor", "inbox", "out", "pairs_out", "timeline", "stopped", "dead", "pid", "bell",
-                 "arg_files")
+                 "arg_files", "inflight")
 
     def __init__(self, name, w, actor):
         self.name = name
@@ -500,6 +568,8 @@ class _Link:
         self.dead = False
         self.pid = w.pid
         self.arg_files = collections.deque()   # (index, path): argument segments of invocations not yet run
+        # A lent task worker's calls not yet known to have run: (index, invocation frame, argument values).
+        self.inflight = collections.deque() if isinstance(actor, _TaskSlot) else None
 
 
 class _Op:
@@ -528,6 +598,7 @@ class ReplayRun:
         self.end_reason = None
         self.handed = {}                 # (connection, producer index) -> descriptor (deopt handover)
         self.dead_pending = []
+        self.task_died = False           # a lent task worker died: its calls rerun dynamically, not fail
         self.seed_views = []
         self.fast = None                 # the DriverPath (reactor.pyx): given, cache, windows, idx live there
         max_lag = max((u.lag for c in plan.connections for u in c.uses), default=0)
@@ -535,13 +606,20 @@ class ReplayRun:
 
         # ---- which workers, and are they fit for replay
         self.links = {}
+        self.lent = []                   # pool workers lent to this run's task reactors
         conns = plan.connections
+        task_reactors = [r.name for r in plan.reactors if r.kind == "task"]
+        self.task_of = {}                # plan target key -> (guard target, RemoteFunction, options)
+        for reaction in plan.reactions:
+            if reaction.op == "task":
+                self.task_of[reaction.target] = reactor.tasks[reaction.target]
+        code_ids = [submission.code_id_of(fn) for _, fn, _ in self.task_of.values()]
         with rt._lock:
             for r in plan.reactors:
-                if r.kind == "driver":
+                if r.kind in ("driver", "task"):
                     continue
                 if r.kind != "actor":
-                    raise Refused(f"{r.name}: only actor reactors are replayed")
+                    raise Refused(f"{r.name}: only actor and task reactors are replayed")
                 aid = bytes.fromhex(r.actor)
                 a = rt.actors.get(aid)
                 if a is None or a.state == "DEAD":
@@ -553,8 +631,8 @@ class ReplayRun:
                     raise Refused(f"{r.name}: an actor whose calls may be retried (max_task_retries) is not "
                                   "replayed")
                 self.links[r.name] = a
-        if not self.links:
-            raise Refused("no actor in the period")
+        if not self.links and not task_reactors:
+            raise Refused("no actor or task in the period")
 
         # ---- the dynamic runtime must have finished what the script asked of these actors before
         seeds = plan.seeds(first_index)
@@ -574,6 +652,14 @@ class ReplayRun:
 
         if not rt._wait_until(quiet, 30.0):
             raise Refused("the dynamic calls before the switch point did not finish")
+
+        def idle_workers():
+            idle = {w for w in rt.idle_task_workers if w.ready and not w.dead and w.task is None and not w.pinned}
+            return len(idle) >= len(task_reactors)
+
+        # The loop's own tasks are done by now; a worker still busy runs something else: do not wait for it.
+        if task_reactors and not rt._wait_until(idle_workers, 0.5):
+            raise Refused(f"fewer than {len(task_reactors)} idle pool workers to lend to the plan's task calls")
         with rt._lock:
             for name, a in list(self.links.items()):
                 if a.state != "ALIVE" or a.worker is None or a.worker.dead:
@@ -587,6 +673,13 @@ class ReplayRun:
                 if e.desc[2]:
                     raise Refused("a value the plan starts from nests refs")
                 seed_descs.append(e.desc)
+            if task_reactors:
+                lent = rt.pin_task_workers(len(task_reactors), code_ids)
+                if lent is None:
+                    raise Refused("no idle pool worker to lend to the plan's task calls")
+                self.lent = lent
+                for name, w in zip(task_reactors, lent):
+                    self.links[name] = _Link(name, w, _TaskSlot())
 
         self.paths = []
         self.ring_paths = []
@@ -602,6 +695,7 @@ class ReplayRun:
                     self.stop("the plan failed to start")
                 else:
                     self._cleanup()
+                    self._give_back_workers()
             finally:
                 raise
 
@@ -673,8 +767,12 @@ class ReplayRun:
                         d = a.input.lag * P + q - c.producer
                         keep = max(keep, d + P)
                         specs.append((a.name, self.ext.A_PERIOD, c.id, d))
-                display = f"{link.actor.class_name}.{reaction.target}"
-                reactions[q] = (reaction.target, tuple(specs), tuple(reaction.outputs), display)
+                if reaction.op == "task":
+                    fn = self.task_of[reaction.target][1]
+                    method, display = submission.code_id_of(fn), fn._function_name
+                else:
+                    method, display = reaction.target, f"{link.actor.class_name}.{reaction.target}"
+                reactions[q] = (method, tuple(specs), tuple(reaction.outputs), display)
             routes = {}
             for q in r.schedule:
                 for cid in plan.reactions[q].outputs:
@@ -743,19 +841,24 @@ class ReplayRun:
                 return (c.id, None, c.ret, self.const_key[c.id])
             return (c.id, inp.lag * P + q - c.producer, c.ret, None)
 
-        if reaction.op in ("actor_method",):
+        if reaction.op in ("actor_method", "task"):
             op.kind = _CALL
             link = self.links[reaction.reactor]
             op.link = link
-            op.actor = link.actor.actor_id
-            op.method = reaction.target
+            if reaction.op == "task":
+                op.actor = TASK_CALLER
+                op.method = self.task_of[reaction.target][0]
+            else:
+                op.actor = link.actor.actor_id
+                op.method = reaction.target
             op.outputs = reaction.outputs
             op.nret = len(reaction.outputs)
             positional = [a for a in reaction.args if not isinstance(a.name, str)]
             op.nargs = len(positional)
             op.kwnames = tuple(a.name for a in reaction.args if isinstance(a.name, str))
             op.specs = tuple(None if a.input is None else read(a.input) for a in reaction.args)
-            op.label = f"{link.actor.class_name}.{reaction.target}"
+            op.label = (self.task_of[reaction.target][1]._function_name.rsplit(".", 1)[-1] if reaction.op == "task"
+                        else f"{link.actor.class_name}.{reaction.target}")
         elif reaction.op == "put":
             op.kind = _PUT
             op.conn = reaction.outputs[0]
@@ -880,6 +983,9 @@ class ReplayRun:
                 continue
             link.dead = True
             self._drain()
+            if link.inflight is not None:
+                self.task_died = True     # no reaction reads a task's result: nobody else needs a notice
+                continue
             err = link.actor.death_error or exceptions.ActorDiedError(
                 error_msg=f"The actor {link.actor.class_name} died.")
             payload = serialization.serialize(err, is_error=True).pack()
@@ -987,10 +1093,13 @@ class ReplayRun:
         free = self.ext.free_segment
         for link in self.links.values():
             files = link.arg_files
-            if files and link.timeline is not None:
+            inflight = link.inflight
+            if (files or inflight) and link.timeline is not None:
                 done = link.timeline.last_index()
                 while files and files[0][0] <= done:
                     free(files.popleft()[1])
+                while inflight and inflight[0][0] <= done:
+                    inflight.popleft()
 
     def _adopt(self, pairs):
         """Move values the script still holds into the dynamic object table."""
@@ -1037,9 +1146,13 @@ class ReplayRun:
             if not self._drain():
                 self.gather.wait(seen + 1, 0.2)
         self._drain()
+        rerun = self._unfinished_tasks()
+        rerun_keys = {(cid, index) for _, index, _, _ in rerun for cid in self._op_at(index).outputs}
         pairs = []
         rt = self.rt
         for oid, key in alive:
+            if key in rerun_keys:
+                continue
             tok = self.cache.get(key)
             if tok is not None:
                 pairs.append((oid, tok.descriptor()))
@@ -1062,6 +1175,9 @@ class ReplayRun:
             for link in self.links.values():
                 if not link.dead:
                     rt._send(link.w, (protocol.REACTOR, "ack", self.number))
+        self._give_back_workers()
+        if rerun:
+            self._rerun(rerun)
         for desc in self.handed.values():
             if desc[0] == serialization.SEGMENT:
                 try:
@@ -1071,6 +1187,73 @@ class ReplayRun:
         self.handed.clear()
         self._cleanup()
 
+    def _deviate_call(self, actor_id, method, how):
+        name = self.call_name(actor_id, method)
+        return self._deviate(f"a call of {name}" if how is None else f"{name} {how}")
+
+    def call_name(self, actor_id, method):
+        """How a deviation message names a call: the method, or the task's function."""
+        return method.split("@", 1)[0] if actor_id == TASK_CALLER else method
+
+    def _op_at(self, index):
+        return self.ops[(index - self.start) % self.P]
+
+    def _unfinished_tasks(self):
+        """Calls a dead lent worker took and never finished, in call order: (link, index, frame, values)."""
+        out = []
+        for link in self.links.values():
+            if link.inflight is None or not link.dead:
+                continue
+            done = link.timeline.last_index() if link.timeline is not None else -1
+            for index, frame, values in link.inflight:
+                outputs = self._op_at(index).outputs
+                if index <= done or (outputs and all((cid, index) in self.cache for cid in outputs)):
+                    continue
+                out.append((link, index, frame, values))
+        out.sort(key=lambda call: call[1])
+        return out
+
+    def _rerun(self, calls):
+        """Run again, dynamically, the calls a dead lent worker never finished, under the refs the script
+        holds: Ray retries a task whose worker died (``max_retries``, 3 unless set), so replay does too."""
+        ext, rt = self.ext, self.rt
+        for link, index, frame, values in calls:
+            op = self._op_at(index)
+            _, function, options = self.task_of[self.plan.reactions[op.position].target]
+            how = ext.INVOKE_HEADER.unpack_from(frame, 0)[2]
+            payload = memoryview(frame)[ext.INVOKE_HEADER.size:]
+            if how == 1:
+                literals = iter(ext.decode(payload))
+            elif how == 2:
+                literals = iter(serialization.loads_pack(serialization.map_segment(bytes(payload).decode())))
+            else:
+                literals = iter(())
+            # The invocation holds the literals as they were at the call: the snapshot Ray's retry would send.
+            values = [next(literals) if spec is None else value for spec, value in zip(op.specs, values)]
+            args, kwargs = tuple(values[:op.nargs]), dict(zip(op.kwnames, values[op.nargs:]))
+            return_ids = [self.given.get((index, ret)) or ids.new_id() for ret in range(op.nret)]
+            retries = options.get("max_retries")
+            retries = 3 if retries is None else retries
+            if retries == 0:
+                err = exceptions.WorkerCrashedError(
+                    f"The worker died unexpectedly while executing this task ({function._function_name}).")
+                desc = (serialization.INLINE, serialization.serialize(err, is_error=True).pack(), [], True)
+                with rt._lock:
+                    for oid in return_ids:
+                        if oid not in rt.objects:
+                            rt._new_entry(oid)
+                            rt._set_ready(oid, desc)
+                continue
+            again = dict(options, max_retries=retries - 1 if retries > 0 else retries)
+            self.reactor.dyn["submit_task"](function, args, kwargs, again, return_ids=return_ids)
+
+    def _give_back_workers(self):
+        lent, self.lent = self.lent, []
+        if lent:
+            with self.rt._lock:
+                for w in lent:
+                    self.rt.unpin_task_worker(w)
+
     def _output_conn(self, index, ret):
         reaction = self.plan.reactions[(index - self.start) % self.P]
         return reaction.outputs[ret]
@@ -1079,6 +1262,7 @@ class ReplayRun:
         """Shutdown while replaying: nothing to hand over, just free what we made."""
         self.end_reason = "shutdown"
         self._cleanup()
+        self._give_back_workers()
 
     def _cleanup(self):
         self.ended = time.monotonic()

@@ -95,6 +95,7 @@ class WorkerProc:
         self.defined = set()
         self.task = None                 # running TaskSpec (task workers)
         self.blocked = 0                 # nested gets in progress
+        self.pinned = False              # lent to a replay (a task reactor): no dynamic task goes here
         self.actor = None
         self.paths = ()
 
@@ -771,7 +772,9 @@ class Runtime(context.RuntimeHooks):
         st.waiters = still
 
     # ================================================================== public API: tasks
-    def submit_task(self, remote_function, args, kwargs, options):
+    def submit_task(self, remote_function, args, kwargs, options, return_ids=None):
+        """``return_ids``: ids the caller already handed out for this call's returns (a replayed task
+        whose worker died runs again under the refs the script holds)."""
         num_returns = submission._num_returns(options, remote_function._default_num_returns)
         args_desc, direct = submission.pack_args(args, kwargs, self.session)
         code_id = submission.code_id_of(remote_function)
@@ -780,7 +783,8 @@ class Runtime(context.RuntimeHooks):
             with self._lock:
                 self._check_pg_request(pg, submission.task_resources(options, 1),
                                        remote_function._function.__qualname__)
-        return_ids = [ids.new_id() for _ in range(submission.return_count(num_returns))]
+        if return_ids is None:
+            return_ids = [ids.new_id() for _ in range(submission.return_count(num_returns))]
         refs = [ObjectRef(oid) for oid in return_ids]
         with self._lock:
             if code_id not in self.code:
@@ -937,17 +941,41 @@ class Runtime(context.RuntimeHooks):
     def _idle_task_worker(self):
         while self.idle_task_workers:
             w = self.idle_task_workers.pop()   # LIFO: the worker that just finished is still warm (spinning)
-            if not w.dead and w.task is None:
+            if not w.dead and w.task is None and not w.pinned:
                 return w
         return None
 
     def _grow_pool(self, waiting):
-        live = sum(1 for w in self.workers.values() if w.kind == "task" and not w.dead)
+        live = sum(1 for w in self.workers.values() if w.kind == "task" and not w.dead and not w.pinned)
         blocked = sum(1 for w in self.workers.values() if w.kind == "task" and not w.dead and w.blocked)
         target = self._pool_target + blocked
         if waiting and live < target and self._starting_task_workers < waiting:
             self._starting_task_workers += 1
             self._spawn_worker("task")
+
+    def pin_task_workers(self, count, code_ids):
+        """Lend ``count`` idle, started task workers to a replay (with ``code_ids`` defined on each), or
+        None if that many are not idle now.  Caller holds the lock."""
+        idle = [w for w in self.idle_task_workers if w.ready and not w.dead and w.task is None and not w.pinned]
+        idle = list(dict.fromkeys(idle))
+        if len(idle) < count:
+            return None
+        lent = idle[-count:]                  # the most recently used: still warm
+        for w in lent:
+            w.pinned = True
+            for code_id in code_ids:
+                self._ensure_defined(w, code_id)
+        self.idle_task_workers = collections.deque(w for w in self.idle_task_workers if not w.pinned)
+        return lent
+
+    def unpin_task_worker(self, w):
+        """A replay gives a task worker back to the pool.  Caller holds the lock."""
+        if not w.pinned:
+            return
+        w.pinned = False
+        if not w.dead and w.task is None:
+            self.idle_task_workers.append(w)
+            self._schedule()
 
     def _dispatch_task(self, w, spec):
         spec.worker = w

@@ -727,3 +727,21 @@ def test_task_options_change_mid_loop(ray):
         out.append(ray.get(fn.remote(np.ones(2), i)))
     assert out == [_score(np.ones(2), i) for i in range(300)]
     expect_replayed(ray, 50)
+
+
+def _leaf(x):
+    return x * 10
+
+
+def test_replayed_tasks_may_submit_and_wait_on_tasks(ray):
+    leaf = _remote_fn(ray, _leaf)
+
+    def outer(i):
+        import sys
+        module = sys.modules.get("rayreact") if "rayreact" in sys.modules else sys.modules["ray"]
+        return sum(module.get([leaf.remote(i), leaf.remote(i + 1)]))
+
+    outer_remote = _remote_fn(ray, outer)
+    out = [ray.get([outer_remote.remote(i), outer_remote.remote(-i)]) for i in range(150)]
+    assert out == [[_leaf(i) + _leaf(i + 1), _leaf(-i) + _leaf(-i + 1)] for i in range(150)]
+    expect_replayed(ray, 50)

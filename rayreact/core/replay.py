@@ -143,6 +143,7 @@ class Reactor:
                     actors[aid] = ActorInfo(a.class_name, a.max_concurrency or 1, bool(getattr(a, "is_async", False)))
         internal = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))),)
         self.recorder = Recorder(ObjectRef, ref_id=_ref_id, internal=internal, actors=actors, first_index=self.index)
+        self.tasks = {}                  # a plan only names tasks of the trace it came from
         self.pending = None
         self.next_attempt = 8
         self.state = RECORDING

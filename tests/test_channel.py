@@ -1,6 +1,7 @@
 """The Cython channel layer: rings, and the session's awake counter that sizes spinning."""
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -30,6 +31,24 @@ def test_full_ring_refuses_without_writing(tmp_path):
     with pytest.raises(ValueError, match="exceeds"):
         ring.try_write(b"a" * 1000)
     ring.close()
+
+
+def test_a_ring_between_looking_and_waiting_is_not_slept_through(tmp_path):
+    # Thread A reads the bell, finds no work; thread B takes a message and rings; only then A waits.
+    bell = channel.Doorbell(str(tmp_path / "bell"), True)
+    bell.enter_active()
+    poller = channel.Poller(bell)
+    poller.set_rings([])
+    since = bell.sequence()
+    bell.ring()
+    returned = threading.Event()
+    waiter = threading.Thread(target=lambda: (poller.wait(600.0, False, since), returned.set()), daemon=True)
+    waiter.start()
+    assert returned.wait(60), "the waiter slept through a ring that came before it waited"
+    # Nothing rang since a fresh look: the wait runs to its timeout and reports no data.
+    assert poller.wait(0.01, False, bell.sequence()) is False
+    bell.leave_active()
+    bell.close()
 
 
 @pytest.fixture

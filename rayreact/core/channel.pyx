@@ -219,6 +219,12 @@ cdef class Doorbell:
         """Wake whoever waits on this doorbell (cheap when nobody sleeps)."""
         self._ring()
 
+    def sequence(self):
+        """The active word's count of rings: read it before checking for work, pass it to ``Poller.wait``,
+        and a ring in between is never slept through."""
+        full_fence()
+        return load_u32(self.seq)
+
     def asleep(self):
         """Whether a thread of the owning process sleeps on the active word now."""
         return load_u32(self.sleepers) > 0
@@ -276,17 +282,21 @@ cdef class Poller:
                 return True
         return False
 
-    def wait(self, double timeout_s, bint background=False):
+    def wait(self, double timeout_s, bint background=False, int64_t since=-1):
         """Block until a ring has data, the doorbell rings, or ``timeout_s`` passes.
 
-        Returns True if some ring is readable.  Spurious returns are allowed;
-        callers loop.  The GIL is released throughout.
+        ``since``: a ``Doorbell.sequence()`` the caller read before it last looked
+        for work; a ring after that returns at once.  Without it, a ring that came
+        between the caller's look and this wait (another thread of this process
+        took the data and rang) would be slept through.  Returns True if some ring
+        is readable.  Spurious returns are allowed; callers loop.  The GIL is
+        released throughout.
         """
         cdef uint32_t* word = self.bell.bg_seq if background else self.bell.seq
         cdef uint32_t* sleepers = self.bell.bg_sleepers if background else self.bell.sleepers
         cdef double start, now, spin = spin_budget()
         cdef uint32_t seen
-        cdef bint ready = False, slept = False
+        cdef bint ready = False, slept = False, rung
         cdef int k
         # Adaptive spinning: spin only while messages have recently come within the spin window.
         # A peer called once per round (an env actor among many) stops burning CPU it does not save.
@@ -302,7 +312,9 @@ cdef class Poller:
         with nogil:
             ready = self._any_ready()
             start = monotonic_s()
-            if not ready and not background and spin > 0:
+            # Rung since the caller looked for work: return, so it looks again.
+            rung = since >= 0 and not background and load_u32(word) != <uint32_t>since
+            if not ready and not rung and not background and spin > 0:
                 while True:
                     for k in range(64):
                         cpu_relax()
@@ -312,11 +324,11 @@ cdef class Poller:
                     now = monotonic_s()
                     if now - start >= spin or now - start >= timeout_s:
                         break
-            if not ready:
+            if not ready and not rung:
                 if add_u32(sleepers, 1) == 1 and AWAKE != NULL and not background:
                     sub_u32(AWAKE, 1)
                 full_fence()
-                seen = load_u32(word)
+                seen = load_u32(word) if since < 0 or background else <uint32_t>since
                 if self._any_ready():
                     ready = True
                 else:

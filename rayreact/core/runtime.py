@@ -373,7 +373,8 @@ class Runtime(context.RuntimeHooks):
                     return
                 with self._lock:
                     if self._running:
-                        self._pump()
+                        if self._pump():
+                            self.bell.ring()     # a waiter may have looked just before we took its message
                         self._check_dead_workers()
             except Exception:  # never let the service thread die silently
                 if self._running:
@@ -386,7 +387,10 @@ class Runtime(context.RuntimeHooks):
         try:
             while True:
                 with self._lock:
-                    self._pump()
+                    # Read before pumping: a message another thread pumps after this rings the bell again.
+                    since = self.bell.sequence()
+                    if self._pump():
+                        self.bell.ring()         # another thread's wait may be for what this pump handled
                     if predicate():
                         return True
                     if self._shutting_down:
@@ -395,9 +399,9 @@ class Runtime(context.RuntimeHooks):
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         return False
-                    self.poller.wait(min(remaining, 0.5))
+                    self.poller.wait(min(remaining, 0.5), False, since)
                 else:
-                    self.poller.wait(0.5)
+                    self.poller.wait(0.5, False, since)
         finally:
             self.bell.leave_active()
             # Messages that arrived while we were the active waiter but after our last pump.

@@ -745,3 +745,26 @@ def test_replayed_tasks_may_submit_and_wait_on_tasks(ray):
     out = [ray.get([outer_remote.remote(i), outer_remote.remote(-i)]) for i in range(150)]
     assert out == [[_leaf(i) + _leaf(i + 1), _leaf(-i) + _leaf(-i + 1)] for i in range(150)]
     expect_replayed(ray, 50)
+
+
+def _sleeper(seconds):
+    import time
+    time.sleep(seconds)
+    return seconds
+
+
+def test_a_loop_that_cancels_is_never_replayed(ray):
+    sleeper, leaf = _remote_fn(ray, _sleeper), _remote_fn(ray, _leaf)
+    out = []
+    for i in range(20):
+        quick = leaf.remote(i)
+        doomed = sleeper.remote(20)
+        ray.cancel(doomed)
+        try:
+            out.append(ray.get(doomed))
+        except ray.exceptions.TaskCancelledError:
+            out.append("cancelled")
+        out.append(ray.get(quick))
+    assert out == [v for i in range(20) for v in ("cancelled", _leaf(i))]
+    if ray.backend_name == "rayreact":
+        assert periods_replayed(ray) == 0

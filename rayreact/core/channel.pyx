@@ -71,6 +71,7 @@ DEF DB_SLEEPERS = 4
 DEF DB_ACTIVE = 8
 DEF DB_AWAKE = 96           # u32, in the driver's doorbell only: the session's processes not asleep
 DEF DB_STORE_USED = 104     # u64, in the driver's doorbell only: bytes of objects in shared memory (driver writes)
+DEF DB_INTERRUPTS = 112     # u32, in a worker's doorbell: SIGINTs its task code has taken (cancel)
 DEF DB_BG_SEQ = 64
 DEF DB_BG_SLEEPERS = 68
 DEF DB_SIZE = 128
@@ -224,6 +225,13 @@ cdef class Doorbell:
         and a ring in between is never slept through."""
         full_fence()
         return load_u32(self.seq)
+
+    def note_interrupt(self):
+        """A worker's task took a SIGINT (the driver stops re-sending it)."""
+        add_u32(<uint32_t*>(self.mapped.base + DB_INTERRUPTS), 1)
+
+    def interrupts(self):
+        return load_u32(<uint32_t*>(self.mapped.base + DB_INTERRUPTS))
 
     def asleep(self):
         """Whether a thread of the owning process sleeps on the active word now."""

@@ -113,8 +113,18 @@ class ActorKill:
     actor: Any
 
 
-Event = Submit | Put | Get | Wait | ActorCreate | ActorKill
-EVENT_TYPES = {cls.__name__: cls for cls in (Submit, Put, Get, Wait, ActorCreate, ActorKill)}
+@dataclass(slots=True)
+class Cancel:
+    """``ray.cancel`` of a ref.  Like a kill it never repeats: a loop that cancels is no fixed pattern
+    (replay would have to interrupt a reaction that is running, and cannot)."""
+
+    index: int
+    call_site: str
+    ref: RefArg
+
+
+Event = Submit | Put | Get | Wait | ActorCreate | ActorKill | Cancel
+EVENT_TYPES = {cls.__name__: cls for cls in (Submit, Put, Get, Wait, ActorCreate, ActorKill, Cancel)}
 
 
 @dataclass(slots=True)
@@ -138,7 +148,7 @@ def ref_slots(event) -> tuple:
         return event.refs
     if kind is Put:
         return event.nested
-    if kind is ActorKill:
+    if kind is ActorKill or kind is Cancel:
         return ()
     values = list(event.args) + [v for _, v in event.kwargs]
     direct = tuple(v for v in values if type(v) is RefArg)
@@ -168,6 +178,8 @@ def signature(event) -> tuple:
         return ("Put", len(event.nested))
     if kind is ActorCreate:
         return ("ActorCreate", event.actor)
+    if kind is Cancel:
+        return ("Cancel", event.index)
     return ("ActorKill", event.actor, event.index)
 
 
@@ -248,6 +260,8 @@ def _event_from_dict(d):
     if "args" in d:
         d["args"] = tuple(_ref_or_literal(a) for a in d["args"])
         d["kwargs"] = tuple((k, _ref_or_literal(v)) for k, v in d["kwargs"])
+    if "ref" in d:
+        d["ref"] = RefArg(d["ref"]["producer"], d["ref"]["ret"])
     for key in ("refs", "nested"):
         if key in d:
             d[key] = tuple(RefArg(r["producer"], r["ret"]) for r in d[key])
@@ -337,6 +351,11 @@ class Recorder:
         self._events.append(ActorCreate(index, call_site or self.call_site(), class_key, actor,
                                         arg_refs, kw_refs, max_concurrency, is_async))
         self.trace.actors[actor] = ActorInfo(class_key, max_concurrency, is_async)
+
+    def on_cancel(self, ref, call_site: str | None = None) -> None:
+        index = self._next
+        self._next = index + 1
+        self._events.append(Cancel(index, call_site or self.call_site(), self._ref(ref)))
 
     def on_actor_kill(self, actor, call_site: str | None = None) -> None:
         index = self._next

@@ -385,6 +385,9 @@ class Reactor:
         with self.lock:
             if self._enter():
                 self.deopt("ray.cancel")
+            if self.state is RECORDING:
+                self.recorder.on_cancel(object_id)
+                self._recorded("cancel")
         return self.dyn["cancel"](object_id, force, recursive)
 
     def on_worker_died(self, w, reason):

@@ -212,6 +212,7 @@ class Runtime(context.RuntimeHooks):
         self._lent_cpu = 0.0
         self._streams = {}     # stream id -> StreamState, for generator tasks still being consumed
         self._waiting_for_args = {}   # return id -> spec of a call waiting for its arguments
+        self._interrupting = {}       # worker index -> (cancelled running spec, its SIGINT count when cancelled)
         self.tracing = bool(os.environ.get("RAYREACT_TRACE"))
 
         # Files of sessions whose processes were all killed at once go now; ours are covered by our lock
@@ -376,6 +377,8 @@ class Runtime(context.RuntimeHooks):
                         if self._pump():
                             self.bell.ring()     # a waiter may have looked just before we took its message
                         self._check_dead_workers()
+                        if self._interrupting:
+                            self._interrupt_again()
             except Exception:  # never let the service thread die silently
                 if self._running:
                     logger.exception("rayreact service loop error")
@@ -1476,10 +1479,11 @@ class Runtime(context.RuntimeHooks):
                 if force:
                     self._zygote_command(("kill", w.pid))
                 else:
-                    try:
-                        os.kill(w.pid, signal.SIGINT)
-                    except (ProcessLookupError, TypeError):
-                        pass
+                    # The message first: a worker that has not started the task yet finds it and skips it.
+                    self._send(w, (protocol.CANCEL, spec.task_id))
+                    self._flush_outboxes()
+                    self._interrupting[w.index] = (spec, w.bell.interrupts())
+                    _interrupt_main_thread(w.pid)
                 return
         for actor in self.actors.values():
             for q in actor.queues.values():
@@ -1489,6 +1493,15 @@ class Runtime(context.RuntimeHooks):
                         self._complete_with_error(spec, exceptions.TaskCancelledError(spec.task_id.hex()))
                         return
         self._cancel_waiting(object_id)
+
+    def _interrupt_again(self):
+        """Re-send SIGINT to cancelled tasks whose worker has not taken one since (service thread, ~5/s)."""
+        for index, (spec, seen) in list(self._interrupting.items()):
+            w = self.workers.get(index)
+            if w is None or w.dead or w.task is not spec or w.bell.interrupts() != seen:
+                del self._interrupting[index]
+            else:
+                _interrupt_main_thread(w.pid)
 
     def _cancel_waiting(self, object_id):
         """Cancel a task still waiting for its arguments (it runs never: _enqueue_task skips it)."""
@@ -1883,6 +1896,22 @@ class _StreamState:
         self.done = False
         self.dropped = False
         self.dynamic = False
+
+
+_TGKILL = {"x86_64": 234, "aarch64": 131}.get(os.uname().machine)
+
+
+def _interrupt_main_thread(pid):
+    """SIGINT to a worker's main thread (its tid is its pid).  Sent to the process, the signal may land on
+    a helper thread, and Python then runs the handler only once the main thread's blocking call returns."""
+    try:
+        if _TGKILL is not None:
+            import ctypes
+            if ctypes.CDLL(None, use_errno=True).syscall(_TGKILL, pid, pid, signal.SIGINT) == 0:
+                return
+        os.kill(pid, signal.SIGINT)
+    except (ProcessLookupError, TypeError, OSError):
+        pass
 
 
 def _detect_gpus():

@@ -23,6 +23,7 @@ import concurrent.futures
 import contextvars
 import inspect
 import os
+import signal
 import sys
 import threading
 import time
@@ -112,6 +113,7 @@ def run_forked(spec):
     for key in spec.get("unset_env", ()):
         os.environ.pop(key, None)
     worker = Worker(spec)
+    signal.signal(signal.SIGINT, worker._on_sigint)
     set_title(_IDLE_TITLE)
     if spec.get("log_to_driver", True):
         sys.stdout = _LinePrefixer(1, worker)
@@ -152,6 +154,7 @@ class Worker(context.RuntimeHooks):
         self.actor_handle_info = None
         self.current_task_id = None
         self.current_task_name = None
+        self._in_task = False        # a task's arguments or user code run now: SIGINT (cancel) interrupts them
         self.assigned_resources = {}
         self.gpu_ids = []
         self.exit_requested = False
@@ -387,6 +390,23 @@ class Worker(context.RuntimeHooks):
                                        actor_id=(self.actor_id.hex() if actor and self.actor_id else None))
 
     # ---------------------------------------------------------------- tasks
+    def _on_sigint(self, signum, frame):
+        # The driver cancels a running task with CANCEL, then SIGINT (again, until this count moves: a signal
+        # that lands just before a blocking call is only seen once the call returns).  Between tasks the
+        # signal is for one that has just finished; before a task starts, _cancelled_before_start sees it.
+        if self._in_task:
+            self._bell.note_interrupt()
+            raise KeyboardInterrupt
+
+    def _cancelled_before_start(self, task_id):
+        """Whether a CANCEL for this task waits behind its RUN_TASK (read ahead; the loop handles the rest)."""
+        while True:
+            raw = self._inbound.read()
+            if raw is None:
+                break
+            self._deferred.append(protocol.loads(raw))
+        return any(m[0] == protocol.CANCEL and m[1] == task_id for m in self._deferred)
+
     def _run_task(self, msg):
         (_, task_id, code_id, name, args_desc, arg_descs, return_ids, num_returns, env, resources, pg_info) = msg
         self.current_pg = pg_info
@@ -400,6 +420,9 @@ class Worker(context.RuntimeHooks):
             saved_env = {k: os.environ.get(k) for k in env}
             os.environ.update(env)
         try:
+            self._in_task = True            # before the look-ahead: a SIGINT after it interrupts what follows
+            if self._cancelled_before_start(task_id):
+                raise KeyboardInterrupt
             fn = self._load_code(code_id)
             handoff.ready()
             args, kwargs = self.resolve_args(args_desc, arg_descs)
@@ -423,6 +446,7 @@ class Worker(context.RuntimeHooks):
             results = self._error_results(return_ids, self._task_error(name, exc))
             ok = False
         finally:
+            self._in_task = False
             if saved_env is not None:
                 for k, v in saved_env.items():
                     if v is None:

@@ -187,11 +187,13 @@ def main():
     learner = Learner.remote(args.lr, args.gamma, args.target_every, args.seed)
     ray.get([buffer.stats.remote(), learner.get_weights.remote()])
 
-    # warm-up: random exploration until the buffer can serve a minibatch
-    # Warm up with random actions: a fixed number of rounds, then make sure every push has landed.
+    # Warm up with random actions until the buffer can serve a minibatch: a fixed number of rounds, one
+    # explorer at a time, each push landed before the next explorer starts, so the buffer's first contents
+    # do not depend on which explorer is faster.
     for _ in range(-(-args.warmup // (args.explorers * args.chunk))):
-        ray.get([e.explore.remote(None, args.chunk) for e in explorers])
-    ray.get([e.flush.remote() for e in explorers])
+        for e in explorers:
+            ray.get(e.explore.remote(None, args.chunk))
+            ray.get(e.flush.remote())
 
     start = time.perf_counter()
     weights = learner.get_weights.remote()

@@ -262,6 +262,22 @@ def test_arguments_are_snapshots_and_results_read_only(ray):
     expect_replayed(ray, 100)
 
 
+def test_numpy_scalars_and_small_arrays_replay_with_their_types(ray):
+    # gym's actions are numpy scalars and its observations small arrays: replay must give back the same types.
+    policy = remote(ray, Policy)
+    values = [np.int64(3), np.float32(0.5), np.bool_(False), np.arange(4, dtype=np.float32), np.ones((2, 2), ">f8"),
+              np.array(1.5), np.asfortranarray(np.ones((2, 3)))]
+    for i in range(150):
+        sent = [v * i if v.dtype.kind != "b" else v for v in values]
+        got = ray.get([policy.echo.remote(v) for v in sent])
+        for a, b in zip(sent, got):
+            assert type(b) is type(a) and b.dtype == a.dtype and np.shape(b) == np.shape(a)
+            assert np.array_equal(a, b)
+            if isinstance(b, np.ndarray):
+                assert not b.flags.writeable
+    expect_replayed(ray, 100)
+
+
 def test_values_held_across_rounds_are_never_overwritten(ray):
     envs = [remote(ray, Env, i) for i in range(2)]
     kept = []

@@ -52,7 +52,7 @@ from libc.stdint cimport int64_t, int32_t, uint32_t
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 
 from .. import exceptions
-from . import channel, generator_returns, ids, protocol, refcount, serialization
+from . import channel, generator_returns, ids, plain_pickle, protocol, refcount, serialization
 from .handoff import handoff
 from .channel cimport _Mapped
 
@@ -251,26 +251,36 @@ def frame_for(int conn, int64_t index, Token tok, link=None):
     return _token_header_pack(TOKEN, conn, index, flags) + bytes(body)
 
 
-cpdef bint plain(value, int depth=0):
-    """True for values the stock pickler serializes exactly as cloudpickle would (no code, no refs)."""
+DEF NOT_PLAIN = 0
+DEF PLAIN = 1
+DEF PLAIN_NUMPY = 2     # plain, with numpy arrays or scalars inside (plain_pickle's compact forms)
+
+
+cdef int plain(value, int depth=0) except -1:
+    """PLAIN for values the stock pickler serializes exactly as cloudpickle would (no code, no refs)."""
     kind = type(value)
     if kind in _PLAIN:
-        return True
+        return PLAIN
     if kind is _ndarray:
-        return not value.dtype.hasobject
+        return NOT_PLAIN if value.dtype.hasobject else PLAIN_NUMPY
     if _npgeneric is not None and isinstance(value, _npgeneric):
-        return kind.__module__ == "numpy"
+        return PLAIN_NUMPY if kind.__module__ == "numpy" else NOT_PLAIN
+    cdef int worst = PLAIN, one
     if depth < 2 and (kind is tuple or kind is list) and len(value) <= 64:
         for v in value:
-            if not plain(v, depth + 1):
-                return False
-        return True
+            one = plain(v, depth + 1)
+            if one == NOT_PLAIN:
+                return NOT_PLAIN
+            worst = max(worst, one)
+        return worst
     if depth < 2 and kind is dict and len(value) <= 64:
         for k, v in value.items():
-            if type(k) not in _PLAIN or not plain(v, depth + 1):
-                return False
-        return True
-    return False
+            one = plain(v, depth + 1) if type(k) in _PLAIN else NOT_PLAIN
+            if one == NOT_PLAIN:
+                return NOT_PLAIN
+            worst = max(worst, one)
+        return worst
+    return NOT_PLAIN
 
 
 _HDR = serialization._HEADER
@@ -282,6 +292,7 @@ _hdr_pack = _HDR.pack
 _hdr_unpack = _HDR.unpack_from
 _pickle_loads = pickle.loads
 _pickle_dumps = pickle.dumps
+_plain_dumps = plain_pickle.dumps
 
 
 cdef class Packed:
@@ -312,9 +323,13 @@ def decode(data):
 
 def serialize(value, bint is_error=False):
     """``serialization.serialize``, with the stock pickler for plain values (several times faster)."""
-    if not is_error and plain(value):
+    cdef int how = NOT_PLAIN if is_error else plain(value)
+    if how != NOT_PLAIN:
         buffers = []
-        inband = _pickle_dumps(value, protocol=5, buffer_callback=buffers.append)
+        if how == PLAIN:
+            inband = _pickle_dumps(value, protocol=5, buffer_callback=buffers.append)
+        else:
+            inband = _plain_dumps(value, buffers.append)
         if not buffers:
             return Packed(_hdr_pack(_MAGIC, 0, len(inband)) + _PAD0 + inband)
         raws = []

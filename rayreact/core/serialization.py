@@ -24,6 +24,7 @@ import threading
 import cloudpickle
 
 from .. import exceptions
+from . import plain_pickle
 from .segments import (MIN_POOLED, PAGE, SegmentCache, map_segment, page_round, read_maps,  # noqa: F401
                        segment_pool)
 from .snapshots import snapshots
@@ -199,18 +200,33 @@ def register_simple_type(t):
     _SIMPLE_TYPES.add(t)
 
 
-def _is_simple(value, depth=0):
+NOT_SIMPLE, SIMPLE, SIMPLE_NUMPY = 0, 1, 2
+
+
+def _simplicity(value, depth=0):
+    """SIMPLE: the C pickler handles ``value`` exactly as cloudpickle would; SIMPLE_NUMPY: so, and numpy is in it."""
     t = type(value)
     if t in _SIMPLE_TYPES:
-        return True
+        return SIMPLE
     if t is tuple or t is list:
-        return depth < 3 and len(value) <= 64 and all(_is_simple(v, depth + 1) for v in value)
-    if t is dict:
-        return depth < 3 and len(value) <= 64 and all(
-            type(k) in _SIMPLE_TYPES and _is_simple(v, depth + 1) for k, v in value.items())
-    if t.__name__ == "ndarray" and t.__module__ == "numpy":
-        return not value.dtype.hasobject
-    return False
+        items = value
+    elif t is dict:
+        if not all(type(k) in _SIMPLE_TYPES for k in value):
+            return NOT_SIMPLE
+        items = value.values()
+    elif t.__module__ == "numpy" and (t.__name__ == "ndarray" or hasattr(t, "dtype")):   # arrays, scalars
+        return NOT_SIMPLE if value.dtype.hasobject else SIMPLE_NUMPY
+    else:
+        return NOT_SIMPLE
+    if depth >= 3 or len(value) > 64:
+        return NOT_SIMPLE
+    worst = SIMPLE
+    for item in items:
+        one = _simplicity(item, depth + 1)
+        if one == NOT_SIMPLE:
+            return NOT_SIMPLE
+        worst = max(worst, one)
+    return worst
 
 
 def serialize(value, *, is_error=False) -> Serialized:
@@ -221,9 +237,12 @@ def serialize(value, *, is_error=False) -> Serialized:
         stack = _context.stack = []
     stack.append([])
     try:
-        if _is_simple(value):
-            # Plain data: the C pickler is several times cheaper than cloudpickle's hooks.
+        simplicity = _simplicity(value)
+        # Plain data: the C pickler is several times cheaper than cloudpickle's hooks.
+        if simplicity == SIMPLE:
             inband = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+        elif simplicity == SIMPLE_NUMPY:
+            inband = plain_pickle.dumps(value, buffers.append)
         else:
             inband = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
     except Exception as exc:

@@ -16,7 +16,7 @@ import threading
 import numpy as np
 import pytest
 
-from conftest import _import_backend, wait_until_calls_fail
+from conftest import _import_backend, wait_for_file, wait_until_calls_fail
 
 BACKENDS = ["rayreact", "rayreact-off", "ray"]
 
@@ -784,3 +784,31 @@ def test_a_loop_that_cancels_is_never_replayed(ray):
     assert out == [v for i in range(20) for v in ("cancelled", _leaf(i))]
     if ray.backend_name == "rayreact":
         assert periods_replayed(ray) == 0
+
+
+def _marked_sleeper(mark, seconds):
+    import time
+    if mark:
+        open(mark, "w").close()
+    for _ in range(int(seconds / 0.05)):
+        time.sleep(0.05)        # Ray's cancel interrupts Python code, but a time.sleep only once it returns
+    return seconds
+
+
+def test_cancel_of_a_replayed_task_while_it_runs(ray, tmp_path):
+    # A fan-out replays; then a call of the same shape runs long and the script gives up on it.  The fallback
+    # must not wait for it to finish: the task is interrupted (TaskCancelledError), as in Ray.
+    work = _remote_fn(ray, _marked_sleeper)
+    for _ in range(150):
+        assert ray.get([work.remote("", 0), work.remote("", 0)]) == [0, 0]
+    expect_replayed(ray, 100)
+    mark = str(tmp_path / "started")
+    slow, other = work.remote(mark, 600), work.remote("", 0)   # past the test timeout
+    wait_for_file(mark)
+    ray.cancel(slow)
+    with pytest.raises(ray.exceptions.TaskCancelledError):
+        ray.get(slow)
+    assert ray.get(other) == 0
+    expect_fallback(ray, "ray.cancel")
+    for _ in range(50):
+        assert ray.get([work.remote("", 0), work.remote("", 0)]) == [0, 0]

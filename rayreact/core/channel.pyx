@@ -72,6 +72,7 @@ DEF DB_ACTIVE = 8
 DEF DB_AWAKE = 96           # u32, in the driver's doorbell only: the session's processes not asleep
 DEF DB_STORE_USED = 104     # u64, in the driver's doorbell only: bytes of objects in shared memory (driver writes)
 DEF DB_INTERRUPTS = 112     # u32, in a worker's doorbell: SIGINTs its task code has taken (cancel)
+DEF DB_CANCEL_AT = 120      # u64, in a worker's doorbell: 1 + the replayed invocation ray.cancel stops (0: none)
 DEF DB_BG_SEQ = 64
 DEF DB_BG_SLEEPERS = 68
 DEF DB_SIZE = 128
@@ -232,6 +233,14 @@ cdef class Doorbell:
 
     def interrupts(self):
         return load_u32(<uint32_t*>(self.mapped.base + DB_INTERRUPTS))
+
+    def cancel_invocation(self, int64_t index):
+        """(Driver) a lent worker's replayed invocation ``index`` is cancelled: it is skipped or interrupted."""
+        store_u64(<uint64_t*>(self.mapped.base + DB_CANCEL_AT), <uint64_t>(index + 1))
+
+    def cancelled_invocation(self):
+        """The invocation ``cancel_invocation`` named last (-1: none)."""
+        return <int64_t>load_u64(<uint64_t*>(self.mapped.base + DB_CANCEL_AT)) - 1
 
     def asleep(self):
         """Whether a thread of the owning process sleeps on the active word now."""

@@ -700,8 +700,15 @@ cdef class WorkerReactor:
         worker = self.worker
         cdef int n = len(outputs)
         cdef bint actor = worker.is_actor          # else a pool worker lent to a task reactor: method is a code id
+        worker.current_task_id = _task_id()
+        if not actor:
+            # ray.cancel of this invocation (the driver names it in our doorbell page, then sends SIGINT until
+            # the worker takes one): skipped if it has not started, interrupted if it runs, as in dynamic mode.
+            if worker._bell.cancelled_invocation() == index:
+                return self._errors(exceptions.TaskCancelledError(worker.current_task_id.hex()), outputs, index), False
+            worker._replayed_invocation = index
+            worker._in_task = True
         try:
-            worker.current_task_id = _task_id()
             target = worker._call_target(method) if actor else worker._load_code(method)
             tracer = worker._tracer
             if tracer is None or (actor and method.startswith("__ray")):
@@ -726,6 +733,10 @@ cdef class WorkerReactor:
                 values = tuple(value)
             value = None
             return [serialize_token(v, False, self.shm_prefix, index, conn) for conn, v in zip(outputs, values)], False
+        except KeyboardInterrupt as exc:
+            if actor:
+                return self._raised(index, name, exc, outputs, actor), False
+            return self._errors(exceptions.TaskCancelledError(worker.current_task_id.hex()), outputs, index), False
         except SystemExit as exc:
             if not actor:
                 return self._raised(index, name, exc, outputs, False), False
@@ -735,6 +746,10 @@ cdef class WorkerReactor:
             return self._errors(err, outputs, index), True
         except BaseException as exc:  # noqa: BLE001 - every user error goes back to its readers
             return self._raised(index, name, exc, outputs, actor), False
+        finally:
+            if not actor:
+                worker._in_task = False
+                worker._replayed_invocation = -1
 
     cdef list _raised(self, int64_t index, name, exc, tuple outputs, bint actor):
         exc.__traceback__ = _user_frames(exc.__traceback__)

@@ -384,6 +384,8 @@ class Reactor:
     def cancel(self, object_id, force=False, recursive=True):
         with self.lock:
             if self._enter():
+                if not force:
+                    self.run.cancel_task(object_id)      # else the deopt's drain would wait for it to finish
                 self.deopt("ray.cancel")
             if self.state is RECORDING:
                 self.recorder.on_cancel(object_id)
@@ -958,6 +960,27 @@ class ReplayRun:
             self._flag(f"a reaction returned a value nesting refs ({self._label_at(index)})")
         elif what == "exit":
             self._flag(f"an actor exited ({self._label_at(index)})")
+
+    def cancel_task(self, object_id):
+        """ray.cancel of a replayed task's result: its lent worker skips or interrupts that invocation, which
+        then ends in TaskCancelledError, as in dynamic mode.  (Ray does not interrupt running actor calls.)"""
+        for (index, _), oid in self.fast.given.items():
+            if oid == object_id:
+                break
+        else:
+            return
+        link = self.ops[(index - self.start) % self.P].link
+        if link is None or link.inflight is None or link.dead:
+            return
+        link.w.bell.cancel_invocation(index)
+
+        def still_running():
+            try:
+                return not link.stopped and link.timeline.last_index() < index
+            except (ValueError, TypeError):        # the run has ended and closed its log
+                return False
+
+        self.rt.interrupt(link.w, still_running)
 
     def _flag(self, reason):
         if self.reason is None:

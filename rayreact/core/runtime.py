@@ -212,7 +212,7 @@ class Runtime(context.RuntimeHooks):
         self._lent_cpu = 0.0
         self._streams = {}     # stream id -> StreamState, for generator tasks still being consumed
         self._waiting_for_args = {}   # return id -> spec of a call waiting for its arguments
-        self._interrupting = {}       # worker index -> (cancelled running spec, its SIGINT count when cancelled)
+        self._interrupting = {}       # worker index -> (is the cancelled call still running?, SIGINT count then)
         self.tracing = bool(os.environ.get("RAYREACT_TRACE"))
 
         # Files of sessions whose processes were all killed at once go now; ours are covered by our lock
@@ -1482,8 +1482,7 @@ class Runtime(context.RuntimeHooks):
                     # The message first: a worker that has not started the task yet finds it and skips it.
                     self._send(w, (protocol.CANCEL, spec.task_id))
                     self._flush_outboxes()
-                    self._interrupting[w.index] = (spec, w.bell.interrupts())
-                    _interrupt_main_thread(w.pid)
+                    self.interrupt(w, lambda: w.task is spec)
                 return
         for actor in self.actors.values():
             for q in actor.queues.values():
@@ -1494,11 +1493,19 @@ class Runtime(context.RuntimeHooks):
                         return
         self._cancel_waiting(object_id)
 
+    def interrupt(self, w, still_running):
+        """SIGINT to ``w``'s task code, now and again (~5/s) until it takes one or ``still_running()`` is False.
+
+        A signal that lands just before a blocking call is seen only once the call returns: hence the repeats."""
+        with self._lock:
+            self._interrupting[w.index] = (still_running, w.bell.interrupts())
+        _interrupt_main_thread(w.pid)
+
     def _interrupt_again(self):
-        """Re-send SIGINT to cancelled tasks whose worker has not taken one since (service thread, ~5/s)."""
-        for index, (spec, seen) in list(self._interrupting.items()):
+        """Re-send SIGINT to cancelled tasks whose worker has not taken one since (service thread)."""
+        for index, (still_running, seen) in list(self._interrupting.items()):
             w = self.workers.get(index)
-            if w is None or w.dead or w.task is not spec or w.bell.interrupts() != seen:
+            if w is None or w.dead or not still_running() or w.bell.interrupts() != seen:
                 del self._interrupting[index]
             else:
                 _interrupt_main_thread(w.pid)

@@ -155,6 +155,7 @@ class Worker(context.RuntimeHooks):
         self.current_task_id = None
         self.current_task_name = None
         self._in_task = False        # a task's arguments or user code run now: SIGINT (cancel) interrupts them
+        self._replayed_invocation = -1   # the replayed invocation _in_task belongs to (-1: a dynamic task)
         self.assigned_resources = {}
         self.gpu_ids = []
         self.exit_requested = False
@@ -394,7 +395,8 @@ class Worker(context.RuntimeHooks):
         # The driver cancels a running task with CANCEL, then SIGINT (again, until this count moves: a signal
         # that lands just before a blocking call is only seen once the call returns).  Between tasks the
         # signal is for one that has just finished; before a task starts, _cancelled_before_start sees it.
-        if self._in_task:
+        if self._in_task and (self._replayed_invocation < 0
+                              or self._replayed_invocation == self._bell.cancelled_invocation()):
             self._bell.note_interrupt()
             raise KeyboardInterrupt
 

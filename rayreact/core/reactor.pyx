@@ -1049,7 +1049,7 @@ cdef class DriverPath:
                 link.arg_files.append((idx, path))
         else:
             frame = INVOKE_HEADER.pack(INVOKE, idx, 0)
-        inflight = link.inflight
+        inflight = op[11]                  # the link's deque if it is a lent task worker, else None
         if inflight is not None:
             # A task reactor: what it takes to run this call again, should its worker die first (Ray retries).
             inflight.append((idx, frame, values))

@@ -659,12 +659,11 @@ class ReplayRun:
         if not rt._wait_until(quiet, 30.0):
             raise Refused("the dynamic calls before the switch point did not finish")
 
-        def idle_workers():
-            idle = {w for w in rt.idle_task_workers if w.ready and not w.dead and w.task is None and not w.pinned}
-            return len(idle) >= len(task_reactors)
+        def enough_idle_workers():
+            return len(rt.lendable_task_workers()) >= len(task_reactors)
 
         # The loop's own tasks are done by now; a worker still busy runs something else: do not wait for it.
-        if task_reactors and not rt._wait_until(idle_workers, 0.5):
+        if task_reactors and not rt._wait_until(enough_idle_workers, 0.5):
             raise Refused(f"fewer than {len(task_reactors)} idle pool workers to lend to the plan's task calls")
         with rt._lock:
             for name, a in list(self.links.items()):
@@ -902,7 +901,7 @@ class ReplayRun:
     def _as_tuple(op):
         if op.kind == _CALL:
             return (_CALL, op.actor, op.method, op.nret, op.nargs, op.kwnames, op.specs, op.link, tuple(op.outputs),
-                    op.wake_after, op.label)
+                    op.wake_after, op.label, op.link.inflight)
         if op.kind == _GET:
             return (_GET, op.reads, op.timeout)
         if op.kind == _WAIT:

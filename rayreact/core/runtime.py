@@ -40,6 +40,7 @@ from ..object_ref import ObjectRef
 from . import channel, context, handles, ids, leftovers, protocol, refcount, serialization, submission
 from .serialization import INLINE, SEGMENT
 from .handoff import remove_slot_files
+from .libc import libc
 from .spilling import spilling
 
 logger = logging.getLogger("rayreact")
@@ -392,7 +393,7 @@ class Runtime(context.RuntimeHooks):
                 with self._lock:
                     # Read before pumping: a message another thread pumps after this rings the bell again.
                     since = self.bell.sequence()
-                    if self._pump():
+                    if self._pump() and self.bell.others_active():
                         self.bell.ring()         # another thread's wait may be for what this pump handled
                     if predicate():
                         return True
@@ -960,11 +961,15 @@ class Runtime(context.RuntimeHooks):
             self._starting_task_workers += 1
             self._spawn_worker("task")
 
+    def lendable_task_workers(self):
+        """Started pool workers that run nothing and are lent to no replay, least recently used first."""
+        return list(dict.fromkeys(w for w in self.idle_task_workers
+                                  if w.ready and not w.dead and w.task is None and not w.pinned))
+
     def pin_task_workers(self, count, code_ids):
         """Lend ``count`` idle, started task workers to a replay (with ``code_ids`` defined on each), or
         None if that many are not idle now.  Caller holds the lock."""
-        idle = [w for w in self.idle_task_workers if w.ready and not w.dead and w.task is None and not w.pinned]
-        idle = list(dict.fromkeys(idle))
+        idle = self.lendable_task_workers()
         if len(idle) < count:
             return None
         lent = idle[-count:]                  # the most recently used: still warm
@@ -1912,10 +1917,8 @@ def _interrupt_main_thread(pid):
     """SIGINT to a worker's main thread (its tid is its pid).  Sent to the process, the signal may land on
     a helper thread, and Python then runs the handler only once the main thread's blocking call returns."""
     try:
-        if _TGKILL is not None:
-            import ctypes
-            if ctypes.CDLL(None, use_errno=True).syscall(_TGKILL, pid, pid, signal.SIGINT) == 0:
-                return
+        if _TGKILL is not None and libc().syscall(_TGKILL, pid, pid, signal.SIGINT) == 0:
+            return
         os.kill(pid, signal.SIGINT)
     except (ProcessLookupError, TypeError, OSError):
         pass

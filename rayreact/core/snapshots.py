@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import collections
 import ctypes
-import ctypes.util
 import os
 import threading
 
+from .libc import libc
 from .segments import address_of, map_segment, segment_pool
 
 MIN_BYTES = 1 << 20            # smaller packs are cheap to write; not worth a link and a mapping
@@ -32,8 +32,7 @@ MAX_ENTRIES = 8
 MAX_UNHIT = 2                  # remembered packs never matched yet (a stream of distinct values pins little)
 
 try:
-    _libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
-    _memcmp = _libc.memcmp
+    _memcmp = libc().memcmp
     _memcmp.restype = ctypes.c_int
     _memcmp.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
 except (OSError, AttributeError):   # pragma: no cover - no libc: no sharing

@@ -20,7 +20,6 @@ of them are killed at once, the next ``init`` removes what they left.
 
 from __future__ import annotations
 
-import ctypes
 import glob
 import os
 import pickle
@@ -29,6 +28,8 @@ import signal
 import struct
 import sys
 
+from rayreact.core.libc import libc
+
 _LEN = struct.Struct("<I")
 PR_SET_PDEATHSIG = 1
 PARENT_CHECK_SECONDS = 1.0
@@ -36,8 +37,7 @@ PARENT_CHECK_SECONDS = 1.0
 
 def set_parent_death_signal(sig=signal.SIGKILL):
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        libc().prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
     except (OSError, AttributeError):
         pass
 

@@ -25,7 +25,7 @@ import sys
 
 IN_BAND_BYTES = 4096          # smaller arrays ride in the pickle stream: no buffer entry, no alignment padding
 _SCALAR_KINDS = frozenset("biufcmM")
-_ARRAY_KINDS = frozenset("biufc")      # numpy pickles datetime arrays in band (they come back writeable): kept so
+_ARRAY_KINDS = frozenset("biufc")     # not datetimes: numpy pickles those arrays in band (writeable, in Ray too)
 
 _np = None
 _table: dict | None = None
@@ -75,7 +75,7 @@ def _dispatch_table():
     if _table is None or len(copyreg.dispatch_table) != _table_base_len:
         table = dict(copyreg.dispatch_table)
         np = _numpy()
-        table[np.ndarray] = _reduce_array
+        table.setdefault(np.ndarray, _reduce_array)          # a reducer user code registered comes first
         for kind in set(np.sctypeDict.values()):
             if np.dtype(kind).kind in _SCALAR_KINDS and kind not in table:
                 table[kind] = _reduce_scalar

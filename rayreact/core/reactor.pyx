@@ -71,7 +71,7 @@ try:
     _ndarray, _npgeneric = _np.ndarray, _np.generic
 except ImportError:  # pragma: no cover
     _ndarray = _npgeneric = None
-_PLAIN = (int, float, bool, str, bytes, type(None))
+_PLAIN = (int, float, bool, str, bytes, type(None))      # not ObjectRef: a ref in a replayed literal deviates
 _task_id = ids.task_id
 
 # Frame kinds.
@@ -256,31 +256,31 @@ DEF PLAIN = 1
 DEF PLAIN_NUMPY = 2     # plain, with numpy arrays or scalars inside (plain_pickle's compact forms)
 
 
-cdef int plain(value, int depth=0) except -1:
-    """PLAIN for values the stock pickler serializes exactly as cloudpickle would (no code, no refs)."""
+cpdef int classify(value, plain_types, int max_depth, int depth=0) except -1:
+    """PLAIN if the stock C pickler takes ``value`` exactly as cloudpickle would (no code: only ``plain_types``
+    and containers of them, ``max_depth`` levels deep); PLAIN_NUMPY if so and numpy arrays or scalars are in
+    it (plain_pickle's compact forms then); else NOT_PLAIN.  serialization.serialize asks too."""
     kind = type(value)
-    if kind in _PLAIN:
+    if kind in plain_types:
         return PLAIN
     if kind is _ndarray:
         return NOT_PLAIN if value.dtype.hasobject else PLAIN_NUMPY
     if _npgeneric is not None and isinstance(value, _npgeneric):
         return PLAIN_NUMPY if kind.__module__ == "numpy" else NOT_PLAIN
+    if depth >= max_depth or not (kind is tuple or kind is list or kind is dict) or len(value) > 64:
+        return NOT_PLAIN
+    if kind is dict:
+        for k in value:
+            if type(k) not in plain_types:
+                return NOT_PLAIN
+        value = value.values()
     cdef int worst = PLAIN, one
-    if depth < 2 and (kind is tuple or kind is list) and len(value) <= 64:
-        for v in value:
-            one = plain(v, depth + 1)
-            if one == NOT_PLAIN:
-                return NOT_PLAIN
-            worst = max(worst, one)
-        return worst
-    if depth < 2 and kind is dict and len(value) <= 64:
-        for k, v in value.items():
-            one = plain(v, depth + 1) if type(k) in _PLAIN else NOT_PLAIN
-            if one == NOT_PLAIN:
-                return NOT_PLAIN
-            worst = max(worst, one)
-        return worst
-    return NOT_PLAIN
+    for v in value:
+        one = classify(v, plain_types, max_depth, depth + 1)
+        if one == NOT_PLAIN:
+            return NOT_PLAIN
+        worst = max(worst, one)
+    return worst
 
 
 _HDR = serialization._HEADER
@@ -323,7 +323,7 @@ def decode(data):
 
 def serialize(value, bint is_error=False):
     """``serialization.serialize``, with the stock pickler for plain values (several times faster)."""
-    cdef int how = NOT_PLAIN if is_error else plain(value)
+    cdef int how = NOT_PLAIN if is_error else classify(value, _PLAIN, 2)
     if how != NOT_PLAIN:
         buffers = []
         if how == PLAIN:

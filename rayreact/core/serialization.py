@@ -200,33 +200,17 @@ def register_simple_type(t):
     _SIMPLE_TYPES.add(t)
 
 
-NOT_SIMPLE, SIMPLE, SIMPLE_NUMPY = 0, 1, 2
+NOT_SIMPLE, SIMPLE, SIMPLE_NUMPY = 0, 1, 2       # reactor.classify's NOT_PLAIN, PLAIN, PLAIN_NUMPY
+_classify = None
 
 
-def _simplicity(value, depth=0):
+def _simplicity(value):
     """SIMPLE: the C pickler handles ``value`` exactly as cloudpickle would; SIMPLE_NUMPY: so, and numpy is in it."""
-    t = type(value)
-    if t in _SIMPLE_TYPES:
-        return SIMPLE
-    if t is tuple or t is list:
-        items = value
-    elif t is dict:
-        if not all(type(k) in _SIMPLE_TYPES for k in value):
-            return NOT_SIMPLE
-        items = value.values()
-    elif t.__module__ == "numpy" and (t.__name__ == "ndarray" or hasattr(t, "dtype")):   # arrays, scalars
-        return NOT_SIMPLE if value.dtype.hasobject else SIMPLE_NUMPY
-    else:
-        return NOT_SIMPLE
-    if depth >= 3 or len(value) > 64:
-        return NOT_SIMPLE
-    worst = SIMPLE
-    for item in items:
-        one = _simplicity(item, depth + 1)
-        if one == NOT_SIMPLE:
-            return NOT_SIMPLE
-        worst = max(worst, one)
-    return worst
+    global _classify
+    if _classify is None:
+        from . import reactor          # (compiled; it imports this module, so not at the top)
+        _classify = reactor.classify
+    return _classify(value, _SIMPLE_TYPES, 3)
 
 
 def serialize(value, *, is_error=False) -> Serialized:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import copyreg
 import io
 import pickle
-import sys
 
 IN_BAND_BYTES = 4096          # smaller arrays ride in the pickle stream: no buffer entry, no alignment padding
 _SCALAR_KINDS = frozenset("biufcmM")
@@ -84,9 +83,8 @@ def _dispatch_table():
 
 
 def dumps(value, buffer_callback) -> bytes:
-    """``pickle.dumps(value, protocol=5, buffer_callback=...)`` with the compact numpy forms."""
-    if "numpy" not in sys.modules:
-        return pickle.dumps(value, protocol=5, buffer_callback=buffer_callback)
+    """``pickle.dumps(value, protocol=5, buffer_callback=...)`` with the compact numpy forms (for values that
+    hold numpy arrays or scalars: others are cheaper through ``pickle.dumps`` itself)."""
     out = io.BytesIO()
     pickler = pickle.Pickler(out, protocol=5, buffer_callback=buffer_callback)
     pickler.dispatch_table = _dispatch_table()

@@ -705,7 +705,7 @@ cdef class WorkerReactor:
             # ray.cancel of this invocation (the driver names it in our doorbell page, then sends SIGINT until
             # the worker takes one): skipped if it has not started, interrupted if it runs, as in dynamic mode.
             if worker._bell.cancelled_invocation() == index:
-                return self._errors(exceptions.TaskCancelledError(worker.current_task_id.hex()), outputs, index), False
+                return self._cancelled(outputs, index), False
             worker._replayed_invocation = index
             worker._in_task = True
         try:
@@ -736,7 +736,7 @@ cdef class WorkerReactor:
         except KeyboardInterrupt as exc:
             if actor:
                 return self._raised(index, name, exc, outputs, actor), False
-            return self._errors(exceptions.TaskCancelledError(worker.current_task_id.hex()), outputs, index), False
+            return self._cancelled(outputs, index), False
         except SystemExit as exc:
             if not actor:
                 return self._raised(index, name, exc, outputs, False), False
@@ -750,6 +750,9 @@ cdef class WorkerReactor:
             if not actor:
                 worker._in_task = False
                 worker._replayed_invocation = -1
+
+    cdef list _cancelled(self, tuple outputs, int64_t index):
+        return self._errors(exceptions.TaskCancelledError(self.worker.current_task_id.hex()), outputs, index)
 
     cdef list _raised(self, int64_t index, name, exc, tuple outputs, bint actor):
         exc.__traceback__ = _user_frames(exc.__traceback__)

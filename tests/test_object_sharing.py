@@ -1,12 +1,18 @@
 """Large values written once and shared: snapshots stay snapshots, recycled memory never shows through.
 
 rayreact writes one segment for identical large values (the same array passed to many
-calls or put again: compared byte for byte, then linked), reuses freed segments, keeps
+calls or put again: compared byte for byte, then linked; once linked, only the pages the
+kernel saw written are compared again), reuses freed segments, keeps
 read-only mappings by inode, and hands a worker's fresh result array over in the file
 it was born in (core.handoff) unless the worker still holds it.  Each test here fails if one of those shortcuts ever
 lets a caller's later mutation, or a recycled file's new contents, reach a value that
 was already submitted or handed out.  They run on both backends.
 """
+
+import ctypes
+import mmap
+import os
+import threading
 
 import numpy as np
 import pytest
@@ -177,3 +183,118 @@ def test_fresh_results_of_one_worker_never_share_memory(ray_backend, keepers):
     refs = [a.fresh_pair.remote(float(i)) for i in range(3)]
     assert ray_backend.get([total.remote(r) for r in refs]) == [0.0, float(BIG), 2.0 * BIG]
     assert [float(ray_backend.get(r)[0].sum()) for r in refs] == [0.0, float(BIG), 2.0 * BIG]
+
+
+# --- changes the kernel makes, or that bypass this process' page tables ------------------------
+# Each array below is first passed unchanged three times (the second match starts rayreact's
+# write watch), then changed by one route, then passed again: the callee must see the change.
+
+def _passed_unchanged_then(ray_backend, keeper, arr, change):
+    before = [keeper.total.remote(arr) for _ in range(3)]
+    expected_before = float(arr.sum())
+    change(arr)
+    after = keeper.total.remote(arr)
+    expected_after = float(arr.sum())
+    assert expected_after != expected_before            # the route really changed the bytes
+    assert ray_backend.get(before) == [expected_before] * 3
+    assert ray_backend.get(after) == expected_after
+
+
+def _first_whole_page(arr):
+    return (-arr.ctypes.data) % mmap.PAGESIZE // arr.itemsize
+
+
+@pytest.mark.parametrize("where", ["head", "first whole page", "middle", "last whole page", "tail"])
+def test_a_watched_array_changed_in_place_is_seen(ray_backend, keepers, where):
+    arr = np.ones(BIG)
+    page = mmap.PAGESIZE // arr.itemsize
+    first = _first_whole_page(arr)
+    last_whole = first + ((BIG - first) // page - 1) * page
+    index = {"head": 0, "first whole page": first, "middle": BIG // 2,
+             "last whole page": last_whole, "tail": BIG - 1}[where]
+
+    def change(a):
+        a[index] = 5.0
+
+    _passed_unchanged_then(ray_backend, keepers[0], arr, change)
+
+
+def test_a_watched_array_filled_by_the_kernel_is_seen(ray_backend, keepers, tmp_path):
+    source = tmp_path / "bytes"
+    source.write_bytes(np.full(2048, 3.0).tobytes())
+    arr = np.ones(BIG)
+
+    def readinto(a):
+        with open(source, "rb") as f:
+            assert f.readinto(memoryview(a)[BIG // 3:BIG // 3 + 2048]) == 2048 * 8
+
+    _passed_unchanged_then(ray_backend, keepers[1], arr, readinto)
+
+    def preadv(a):
+        fd = os.open(source, os.O_RDONLY)
+        try:
+            assert os.preadv(fd, [memoryview(a)[BIG - 1024:]], 0) == 1024 * 8
+        finally:
+            os.close(fd)
+
+    _passed_unchanged_then(ray_backend, keepers[1], np.ones(BIG), preadv)
+
+
+def test_a_watched_array_changed_by_another_thread_is_seen(ray_backend, keepers):
+    def from_thread(a):
+        t = threading.Thread(target=a.__setitem__, args=(slice(1000, 600_000), 9.0))
+        t.start()
+        t.join()
+
+    _passed_unchanged_then(ray_backend, keepers[2], np.ones(BIG), from_thread)
+
+
+def _anonymous_array(nbytes):
+    mem = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    arr = np.frombuffer(mem, dtype=np.float64)
+    arr[:] = 1.0
+    return mem, arr
+
+
+def test_a_watched_array_whose_pages_were_dropped_is_seen(ray_backend, keepers):
+    # madvise(DONTNEED) on private memory: the pages read as zeros afterwards, with no write.
+    mem, arr = _anonymous_array(BIG * 8)
+
+    def drop(a):
+        mem.madvise(mmap.MADV_DONTNEED, 64 * mmap.PAGESIZE, 16 * mmap.PAGESIZE)
+
+    _passed_unchanged_then(ray_backend, keepers[0], arr, drop)
+    del arr
+
+
+def test_a_watched_array_mapped_over_is_seen(ray_backend, keepers):
+    # New memory mapped at the very same address (MAP_FIXED): the old record must not be trusted.
+    mem, arr = _anonymous_array(BIG * 8)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+    start, length = arr.ctypes.data + 32 * mmap.PAGESIZE, 64 * mmap.PAGESIZE
+
+    def map_over(a):
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x10          # MAP_FIXED
+        assert libc.mmap(start, length, mmap.PROT_READ | mmap.PROT_WRITE, flags, -1, 0) == start
+
+    _passed_unchanged_then(ray_backend, keepers[1], arr, map_over)
+    del arr
+
+
+def test_a_watched_array_on_a_shared_file_written_elsewhere_is_seen(ray_backend, keepers, tmp_path):
+    # A MAP_SHARED file mapping changes when the file is written through another descriptor.
+    path = tmp_path / "shared.f64"
+    path.write_bytes(np.ones(BIG).tobytes())
+    arr = np.memmap(path, dtype=np.float64, mode="r+", shape=(BIG,))
+
+    def write_file(a):
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.pwrite(fd, np.full(4096, 2.0).tobytes(), 8 * (BIG // 2))
+        finally:
+            os.close(fd)
+
+    _passed_unchanged_then(ray_backend, keepers[2], arr, write_file)
+    del arr

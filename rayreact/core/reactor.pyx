@@ -655,7 +655,7 @@ cdef class WorkerReactor:
             literals = decode(payload)
         elif how == 2:
             args_path = bytes(payload).decode()
-            literals = serialization.loads_pack(serialization.map_segment(args_path))
+            literals = serialization.loads_pack(serialization.map_segment(args_path))[0]
         else:
             literals = ()
         args = []
@@ -1047,6 +1047,9 @@ cdef class DriverPath:
                 # Recycle the files of arguments already consumed first: a big write then lands in warm pages.
                 self.run._reap_arg_files()
                 path = f"{self.run.rt._prefix}-ra{self.new_id().hex()}"
+                # Packed as dynamic submission packs (args, kwargs): a big array passed before and
+                # during replay is then the same pack, which the snapshot cache links, not copies.
+                ser = serialize((tuple(literals), {}))
                 ser.write_segment(path)
                 frame = INVOKE_HEADER.pack(INVOKE, idx, 2) + path.encode()
                 link.arg_files.append((idx, path))

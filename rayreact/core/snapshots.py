@@ -15,6 +15,10 @@ segment pool recycles neither), and readers map it read-only.
 
 Candidates are found by the buffers' addresses and sizes (the same array passed
 again); a buffer at the same address that keeps changing backs off from comparing.
+
+Once a remembered pack has matched, the kernel watches its buffers' pages
+(``write_watch``): later comparisons read only the pages written since the last one,
+so passing an unchanged 128 MB array costs a page-table scan instead of a 256 MB read.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import threading
 
 from .libc import libc
 from .segments import address_of, map_segment, segment_pool
+from .write_watch import write_watch
 
 MIN_BYTES = 1 << 20            # smaller packs are cheap to write; not worth a link and a mapping
 MAX_ENTRIES = 8
@@ -82,7 +87,7 @@ os.register_at_fork(after_in_child=_forget_helper)
 
 
 class _Snapshot:
-    __slots__ = ("path", "view", "compare", "base", "inband", "offsets", "size", "hits")
+    __slots__ = ("path", "view", "compare", "base", "inband", "offsets", "size", "hits", "watches", "lock")
 
     def __init__(self, path, view, compare, inband, offsets, size):
         self.path = path              # this cache's own name for the file
@@ -93,6 +98,36 @@ class _Snapshot:
         self.offsets = offsets
         self.size = size
         self.hits = 0
+        self.watches = None           # one write_watch.Watched per buffer, once a comparison has matched
+        self.lock = threading.Lock()  # one comparison at a time: a watch's scan consumes what it reports
+
+    def same_as(self, ser) -> bool:
+        """Whether ``ser``'s buffers (at this snapshot's addresses) still hold this snapshot's bytes."""
+        if self.inband != ser.inband:
+            return False
+        with self.lock:
+            if self.watches is not None:
+                changed = [write_watch.changed(w) for w in self.watches]
+                if None not in changed:
+                    same = all(_equal(self.base + o + at, address_of(b) + at, n)
+                               for (o, _), b, spans in zip(self.offsets, ser.buffers, changed) for at, n in spans)
+                    if not same:
+                        self.unwatch()
+                    return same
+                self.unwatch()
+            # Watch first, then compare: a write during the comparison is then seen by the next scan.
+            watches = [write_watch.watch(address_of(b), b.nbytes) for b in ser.buffers]
+            same = all(_equal(self.base + o, address_of(b), n) for (o, n), b in zip(self.offsets, ser.buffers))
+            self.watches = watches
+            if not same or None in watches:
+                self.unwatch()
+            return same
+
+    def unwatch(self):
+        watches, self.watches = self.watches, None
+        for w in watches or ():
+            if w is not None:
+                write_watch.unwatch(w)
 
 
 class SnapshotCache:
@@ -132,8 +167,7 @@ class SnapshotCache:
             view, compare = snap.view, snap.compare
         if view is None or compare is None:
             return False
-        same = snap.inband == ser.inband and all(
-            _equal(snap.base + o, address_of(b), n) for (o, n), b in zip(snap.offsets, ser.buffers))
+        same = snap.same_as(ser)
         if same:
             try:
                 os.link(snap.path, path)
@@ -194,7 +228,9 @@ class SnapshotCache:
 
     def _forget(self, snap):
         # Unmap first (drops our shared lock) so the pool may take the file if ours was its last name.
-        path, snap.view, snap.compare = snap.path, None, None
+        with snap.lock:
+            snap.unwatch()
+            path, snap.view, snap.compare = snap.path, None, None
         segment_pool.release(path)
 
     def surrender(self, size) -> bool:
@@ -231,7 +267,9 @@ class SnapshotCache:
             self._bytes = 0
             self._backoff.clear()
         for snap in entries:
-            snap.view = snap.compare = None
+            with snap.lock:
+                snap.unwatch()
+                snap.view = snap.compare = None
             self._unlink(snap.path)
 
 

@@ -248,7 +248,7 @@ class SegmentPool:
             return
         files = self._scan(directory, session)
         try:
-            if _try_lock(fd):
+            if try_lock(fd):
                 self._pool(path, directory, session, os.fstat(fd), files)   # (links counted under the lock)
             elif len(files["pend"]) < MAX_PENDING:
                 os.rename(path, os.path.join(directory, _pool_name(session, "pend", st)))
@@ -319,7 +319,7 @@ class SegmentPool:
             except OSError:
                 continue
             try:
-                if _try_lock(fd):
+                if try_lock(fd):
                     self._pool(path, directory, session, os.fstat(fd), files)
             except OSError:
                 pass
@@ -335,7 +335,7 @@ class SegmentPool:
         read_maps.prune()
 
 
-def _try_lock(fd) -> bool:
+def try_lock(fd) -> bool:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return True

@@ -120,20 +120,25 @@ class Serialized:
         w = segment_pool.take(path, self.size)
         if w is None and snapshots.surrender(self.size):
             w = segment_pool.take(path, self.size)
+        watches = snapshots.watch_before_write(self)
+        try:
+            if w is not None:
+                dst = memoryview(w.mm)
+                try:
+                    dst[:len(header)] = header
+                    dst[inband_at:inband_at + len(self.inband)] = self.inband
+                    for (o, n), b in zip(offsets, self.buffers):
+                        _copy(dst[o:o + n], b.cast("B") if b.ndim != 1 or b.format != "B" else b)
+                finally:
+                    del dst
+            else:
+                self._write_fresh(path, header, inband_at, offsets)
+        except BaseException:
+            snapshots.let_go(watches)
+            raise
+        snapshots.remember(self, path, offsets, w.mm if w is not None else None, watches)
         if w is not None:
-            dst = memoryview(w.mm)
-            try:
-                dst[:len(header)] = header
-                dst[inband_at:inband_at + len(self.inband)] = self.inband
-                for (o, n), b in zip(offsets, self.buffers):
-                    _copy(dst[o:o + n], b.cast("B") if b.ndim != 1 or b.format != "B" else b)
-            finally:
-                del dst
-            snapshots.remember(self, path, offsets, w.mm)
             segment_pool.written(w)
-        else:
-            self._write_fresh(path, header, inband_at, offsets)
-            snapshots.remember(self, path, offsets)
 
     def _write_fresh(self, path, header, inband_at, offsets):
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)

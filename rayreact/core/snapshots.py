@@ -29,11 +29,12 @@ import os
 import threading
 
 from .libc import libc
-from .segments import address_of, map_segment, segment_pool
+from .segments import address_of, map_segment, segment_pool, try_lock
 from .write_watch import write_watch
 
 MIN_BYTES = 1 << 20            # smaller packs are cheap to write; not worth a link and a mapping
 MAX_ENTRIES = 8
+PATCH_FRACTION = 4             # a pack whose buffers changed beyond 1/4 is written afresh, and no longer watched
 MAX_UNHIT = 2                  # remembered packs never matched yet (a stream of distinct values pins little)
 
 try:
@@ -65,6 +66,25 @@ def _equal(a, b, n) -> bool:
     return first == 0 and other.result() == 0
 
 
+def _write_at(fd, data, offset):
+    """pwrite all of ``data`` at ``offset``; big ones in two halves at once (os.pwrite releases the GIL)."""
+    n = len(data)
+    if n >= PARALLEL_BYTES and (os.cpu_count() or 1) >= 2:
+        half = (n // 2) & ~4095
+        other = _helper().submit(_write_all_at, fd, data[half:], offset + half)
+        _write_all_at(fd, data[:half], offset)
+        other.result()
+    else:
+        _write_all_at(fd, data, offset)
+
+
+def _write_all_at(fd, data, offset):
+    data = memoryview(data)
+    while len(data):
+        done = os.pwrite(fd, data, offset)
+        data, offset = data[done:], offset + done
+
+
 _pool = None
 _pool_lock = threading.Lock()
 
@@ -87,7 +107,8 @@ os.register_at_fork(after_in_child=_forget_helper)
 
 
 class _Snapshot:
-    __slots__ = ("path", "view", "compare", "base", "inband", "offsets", "size", "hits", "watches", "lock")
+    __slots__ = ("path", "view", "compare", "base", "inband", "offsets", "size", "hits", "watches", "lock",
+                 "rewritten")
 
     def __init__(self, path, view, compare, inband, offsets, size):
         self.path = path              # this cache's own name for the file
@@ -98,36 +119,103 @@ class _Snapshot:
         self.offsets = offsets
         self.size = size
         self.hits = 0
-        self.watches = None           # one write_watch.Watched per buffer, once a comparison has matched
+        self.watches = None           # one write_watch.Watched per buffer, while the kernel vouches for the rest
+        self.rewritten = False        # the last call found most of it changed: not worth watching
         self.lock = threading.Lock()  # one comparison at a time: a watch's scan consumes what it reports
 
-    def same_as(self, ser) -> bool:
-        """Whether ``ser``'s buffers (at this snapshot's addresses) still hold this snapshot's bytes."""
-        if self.inband != ser.inband:
-            return False
+    def give(self, ser, path) -> bool:
+        """Make ``path`` a name of this snapshot's file holding exactly ``ser``'s pack, if cheaply possible.
+
+        Linked as it is if ``ser``'s buffers (at this snapshot's addresses) still hold its
+        bytes; or, if the write watch knows which pages changed and nothing else names or
+        maps the file, after writing just those pages into it."""
         with self.lock:
-            if self.watches is not None:
-                changed = [write_watch.changed(w) for w in self.watches]
-                if None not in changed:
-                    same = all(_equal(self.base + o + at, address_of(b) + at, n)
-                               for (o, _), b, spans in zip(self.offsets, ser.buffers, changed) for at, n in spans)
-                    if not same:
-                        self.unwatch()
-                    return same
-                self.unwatch()
-            # Watch first, then compare: a write during the comparison is then seen by the next scan.
-            watches = [write_watch.watch(address_of(b), b.nbytes) for b in ser.buffers]
-            same = all(_equal(self.base + o, address_of(b), n) for (o, n), b in zip(self.offsets, ser.buffers))
-            self.watches = watches
-            if not same or None in watches:
-                self.unwatch()
-            return same
+            if self.view is None or self.compare is None:
+                return False                      # forgotten meanwhile
+            if self.watches is None and self.inband != ser.inband:
+                return False                      # another value: not worth comparing the buffers
+            stale = self._stale(ser)
+            if stale is None:
+                return False
+            if any(stale) or self.inband != ser.inband:
+                self.rewritten = sum(n for spans in stale for _, n in spans) > self.size // PATCH_FRACTION
+                if self.rewritten or not self._patch(ser, stale):
+                    # Mostly rewritten (the watch's write faults would cost more than it saves), or
+                    # not patched: the file no longer matches what the watch vouches for.
+                    self.unwatch()
+                    return False
+            try:
+                os.link(self.path, path)
+            except OSError:
+                return False
+            return True
+
+    def _stale(self, ser):
+        """Per buffer, the spans [(offset, length)] whose bytes differ from the file's; None if not known where.
+
+        Called with ``lock`` held.  Without a watch, a full comparison that matches starts one
+        (watched first, then compared: a write meanwhile is then seen by the next scan)."""
+        if self.watches is not None:
+            changed = [write_watch.changed(w) for w in self.watches]
+            if None not in changed:
+                return [[(at, n) for at, n in spans if not _equal(self.base + o + at, address_of(b) + at, n)]
+                        for (o, _), b, spans in zip(self.offsets, ser.buffers, changed)]
+            self.unwatch()
+            if self.inband != ser.inband:
+                return None
+        self.watches = [write_watch.watch(address_of(b), b.nbytes) for b in ser.buffers]
+        if None in self.watches:
+            self.unwatch()
+        if all(_equal(self.base + o, address_of(b), n) for (o, n), b in zip(self.offsets, ser.buffers)):
+            return [[] for _ in ser.buffers]
+        self.unwatch()
+        return None
+
+    def _patch(self, ser, stale) -> bool:
+        """Write ``ser``'s changed spans (and its head) into the file, if this cache alone has it.
+
+        Called with ``lock`` held.  The file must have no other name (no live object is it)
+        and no reader anywhere (an exclusive ``flock``, as the segment pool takes files), so
+        our own view, whose shared lock would refuse it, lets go first."""
+        compares_view = self.compare is self.view
+        self.view = None
+        if compares_view:
+            self.compare = None
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except OSError:
+            return False
+        try:
+            if os.fstat(fd).st_nlink != 1 or not try_lock(fd):
+                return False
+            _write_at(fd, ser.head_for(self.offsets), 0)
+            for (o, _), b, spans in zip(self.offsets, ser.buffers, stale):
+                flat = b.cast("B") if b.ndim != 1 or b.format != "B" else b
+                for at, n in spans:
+                    _write_at(fd, flat[at:at + n], o + at)
+            self.inband = bytes(ser.inband)
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(fd)                          # (drops the exclusive lock)
+            try:
+                self.view = map_segment(self.path)
+            except OSError:
+                self.view = None
+            if compares_view:
+                self.compare = self.view
+                self.base = address_of(self.view) if self.view is not None else 0
 
     def unwatch(self):
         watches, self.watches = self.watches, None
-        for w in watches or ():
-            if w is not None:
-                write_watch.unwatch(w)
+        _unwatch_all(watches)
+
+
+def _unwatch_all(watches):
+    for w in watches or ():
+        if w is not None:
+            write_watch.unwatch(w)
 
 
 class SnapshotCache:
@@ -138,6 +226,7 @@ class SnapshotCache:
         self._entries = collections.OrderedDict()   # key -> _Snapshot, least recently used first
         self._bytes = 0
         self._backoff = {}            # key -> [consecutive mismatches, writes left before comparing again]
+        self._rewritten = {}          # key -> [times found mostly changed in a row, files left unwatched]
         self._lock = threading.Lock()
 
     @staticmethod
@@ -167,29 +256,57 @@ class SnapshotCache:
             view, compare = snap.view, snap.compare
         if view is None or compare is None:
             return False
-        same = snap.same_as(ser)
-        if same:
-            try:
-                os.link(snap.path, path)
-            except OSError:
-                same = False
-        del view, compare
+        del view, compare                 # (give holds the snapshot's own lock, which eviction waits for)
+        same = snap.give(ser, path)
         with self._lock:
+            if snap.rewritten:
+                if len(self._rewritten) >= 4 * MAX_ENTRIES:
+                    self._rewritten.clear()
+                again = self._rewritten.setdefault(key, [0, 0])
+                again[0] = min(again[0] + 1, 6)
+                again[1] = (1 << again[0]) - 1
             if same:
                 snap.hits += 1
                 self._backoff.pop(key, None)
+                self._rewritten.pop(key, None)
             else:
                 back = self._backoff.setdefault(key, [0, 0])
                 back[0] = min(back[0] + 1, 6)
                 back[1] = (1 << back[0]) - 1
         return same
 
-    def remember(self, ser, path, offsets, written=None) -> None:
+    def watch_before_write(self, ser):
+        """Watches over ``ser``'s buffers, started before they are copied into a new file, or None.
+
+        Given to ``remember``, they let a later call with the buffers changed a little write
+        just the changed pages into that file.  A value found mostly rewritten is watched
+        again only after 1, 3, 7... more files: a watched page costs a fault at its first write."""
+        if not self._usable(ser) or not write_watch.available():
+            return None
+        with self._lock:
+            again = self._rewritten.get(self._key(ser))
+            if again is not None and again[1] > 0:
+                again[1] -= 1
+                return None
+        watches = [write_watch.watch(address_of(b), b.nbytes) for b in ser.buffers]
+        if None in watches:
+            _unwatch_all(watches)
+            return None
+        return watches
+
+    @staticmethod
+    def let_go(watches) -> None:
+        """Stop the watches of a write that failed."""
+        _unwatch_all(watches)
+
+    def remember(self, ser, path, offsets, written=None, watches=None) -> None:
         """``path`` was just written with ``ser``'s pack (at ``offsets``): remember it under a name of our own.
 
         ``written`` is the writer's mapping of the file, if it has one: comparisons then
-        read pages that are already mapped here instead of faulting in a new mapping."""
+        read pages that are already mapped here instead of faulting in a new mapping.
+        ``watches`` are from ``watch_before_write``; they become the snapshot's."""
         if not self._usable(ser):
+            _unwatch_all(watches)
             return
         directory, name = os.path.split(path)
         parts = name.split("-", 2)
@@ -201,9 +318,11 @@ class SnapshotCache:
             view = map_segment(own)
         except OSError:
             self._unlink(own)
+            _unwatch_all(watches)
             return
         compare = view if written is None else memoryview(_np.frombuffer(written, dtype=_np.uint8))
         snap = _Snapshot(own, view, compare, bytes(ser.inband), offsets, len(view))
+        snap.watches = watches
         key = self._key(ser)
         dropped = []
         with self._lock:

@@ -79,7 +79,7 @@ class _WriteWatch:
         self._lock = threading.Lock()
         self._fds = None                # (userfaultfd, /proc/self/pagemap), opened on first use
         self._pid = None
-        self._ranges = {}               # start -> end of each watched range (they never overlap)
+        self._ranges = {}               # start -> the Watched of each watched range (they never overlap)
         self._failed = False
 
     def available(self) -> bool:
@@ -123,19 +123,18 @@ class _WriteWatch:
         if end <= start:                # no whole page inside: nothing to watch, all of it to compare
             return Watched(addr, nbytes, start, start)
         with self._lock:
-            for s, e in [(s, e) for s, e in self._ranges.items() if s < end and start < e]:
+            for s, other in [(s, w) for s, w in self._ranges.items() if s < end and start < w.end]:
                 # Protecting a live range again would wipe its watcher's record of what was written;
                 # one whose memory was unmapped since is stale, and its watcher will find it gone.
-                if self._registered(fds[1], s, e):
+                if self._registered(fds[1], s, other.end):
                     return None
                 del self._ranges[s]
-            self._ranges[start] = end
+            watched = self._ranges[start] = Watched(addr, nbytes, start, end)
         c = libc()
         register = (ctypes.c_uint64 * 4)(start, end - start, _REGISTER_MODE_WP, 0)
         protect = (ctypes.c_uint64 * 3)(start, end - start, _WRITEPROTECT_MODE_WP)
-        watched = Watched(addr, nbytes, start, end)
         if c.ioctl(fds[0], ctypes.c_ulong(_UFFDIO_REGISTER), register) != 0:
-            self._forget(start, end)
+            self._forget(watched)
             return None
         if c.ioctl(fds[0], ctypes.c_ulong(_UFFDIO_WRITEPROTECT), protect) != 0:
             self.unwatch(watched)
@@ -156,7 +155,7 @@ class _WriteWatch:
         if watched.end == watched.start:
             return [(0, watched.nbytes)]
         fds = self._open()
-        if fds is None or self._ranges.get(watched.start) != watched.end:
+        if fds is None or self._ranges.get(watched.start) is not watched:
             return None
         spans = []
         if watched.start > watched.addr:
@@ -184,16 +183,16 @@ class _WriteWatch:
 
     def unwatch(self, watched) -> None:
         fds = self._open()
-        if fds is None or watched.end == watched.start or self._ranges.get(watched.start) != watched.end:
+        if fds is None or watched.end == watched.start or self._ranges.get(watched.start) is not watched:
             return
         span = (ctypes.c_uint64 * 2)(watched.start, watched.end - watched.start)
         libc().ioctl(fds[0], ctypes.c_ulong(_UFFDIO_UNREGISTER), span)   # fails harmlessly if unmapped since
-        self._forget(watched.start, watched.end)
+        self._forget(watched)
 
-    def _forget(self, start, end):
+    def _forget(self, watched):
         with self._lock:
-            if self._ranges.get(start) == end:
-                del self._ranges[start]
+            if self._ranges.get(watched.start) is watched:
+                del self._ranges[watched.start]
 
 
 write_watch = _WriteWatch()

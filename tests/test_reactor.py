@@ -262,6 +262,33 @@ def test_arguments_are_snapshots_and_results_read_only(ray):
     expect_replayed(ray, 100)
 
 
+def test_one_array_to_many_actors_changed_between_the_calls(ray):
+    # Replay pickles an argument passed unchanged to the next call once: a change in between,
+    # to its bytes or its shape or dtype in place, must reach the later calls, and only them.
+    policies = [remote(ray, Policy) for _ in range(3)]
+    obs = np.zeros(1350, np.float32)
+    seen = []
+    for i in range(120):
+        obs[:] = i
+        refs = [p.echo.remote(obs) for p in policies]              # the same bytes three times
+        if i % 3 == 0:
+            obs[-1] = -i                                           # the last byte only
+        elif i % 3 == 1:
+            obs.shape = (2, 675)                                   # the same memory, another shape
+        else:
+            obs.dtype = np.int32                                   # and another dtype
+        refs.append(policies[0].echo.remote(obs))
+        expected = [obs.copy()]
+        obs.shape, obs.dtype = (1350,), np.float32
+        got = ray.get(refs)
+        assert all(np.array_equal(g, np.full(1350, i, np.float32)) for g in got[:3])
+        assert got[3].dtype == expected[0].dtype and got[3].shape == expected[0].shape
+        assert np.array_equal(got[3], expected[0])
+        seen.append(float(got[0][0]))
+    assert seen == [float(i) for i in range(120)]
+    expect_replayed(ray, 60)
+
+
 def test_numpy_scalars_and_small_arrays_replay_with_their_types(ray):
     # gym's actions are numpy scalars and its observations small arrays: replay must give back the same types.
     policy = remote(ray, Policy)

@@ -44,6 +44,7 @@ import collections
 import os
 import pickle
 import struct
+import sys
 import time
 import traceback
 import types
@@ -925,6 +926,54 @@ def handle(worker, msg):
 # ====================================================================== the driver's hot path
 _CALL, _PUT, _GET, _WAIT = 0, 1, 2, 3
 
+_IMMUTABLE = frozenset([int, float, bool, str, bytes, type(None)])
+_MEMO_ARRAY_BYTES = 64 * 1024
+
+
+cdef class LastLiterals:
+    """The last call's literal arguments and their inline pack, for a next call passing the same, unchanged.
+
+    A script that sends one observation to N actors (``[p.act.remote(obs) for p in ps]``)
+    then pickles it once, not N times.  "Unchanged" is checked, not assumed: the very same
+    objects, each immutable or a small numeric array whose shape, dtype, strides and bytes
+    are as they were when it was pickled (a script may change an array between two calls).
+    """
+    cdef tuple values
+    cdef list arrays                   # (array, its bytes, shape, strides, dtype) as pickled
+    cdef bytes payload
+
+    cdef bytes lookup(self, list literals):
+        cdef Py_ssize_t i, n = len(literals)
+        if self.payload is None or n != len(self.values):
+            return None
+        for i in range(n):
+            if literals[i] is not self.values[i]:
+                return None
+        for a, data, shape, strides, dtype in self.arrays:
+            if a.shape != shape or a.strides != strides or a.dtype != dtype or a.tobytes() != data:
+                return None
+        return self.payload
+
+    cdef void remember(self, list literals, bytes payload):
+        arrays = []
+        self.payload = None
+        np = sys.modules.get("numpy")
+        for v in literals:
+            t = type(v)
+            if t in _IMMUTABLE or (np is not None and isinstance(v, (np.number, np.bool_))):
+                continue
+            if (np is None or t is not np.ndarray or not v.flags.c_contiguous
+                    or v.dtype.kind not in "biufc" or v.nbytes > _MEMO_ARRAY_BYTES):
+                return
+            arrays.append((v, v.tobytes(), v.shape, v.strides, v.dtype))
+        self.values = tuple(literals)
+        self.arrays = arrays
+        self.payload = payload
+
+    cdef void clear(self):
+        self.values = self.arrays = self.payload = None
+
+
 
 cdef class DriverPath:
     """The driver's per-call replay path: guard check, one frame, a light ref; gets read tokens directly.
@@ -968,6 +1017,7 @@ cdef class DriverPath:
     cdef list gaps                     # per position: recent time from this call to the next API call
     cdef int64_t last_call
     cdef double last_call_time
+    cdef LastLiterals last_literals
 
     def __init__(self, run, ops, int64_t start, int64_t period, int64_t first, outs, Gather gather, double spin,
                  const_conns, writer_of, ref_type, new_id, deopt, bint defer, double wake_delay, poller):
@@ -1000,8 +1050,28 @@ cdef class DriverPath:
         self.gaps = [0.0] * period
         self.last_call = -1
         self.last_call_time = 0.0
+        self.last_literals = LastLiterals()
 
     # ------------------------------------------------------------------ calls
+    cdef object _literal_frame(self, list literals, int64_t idx, link):
+        """The invoke frame carrying ``literals``, inline or in a segment; None if they hold refs."""
+        ser = serialize(tuple(literals))
+        if ser.contained:
+            return None
+        if ser.size <= serialization.INLINE_LIMIT:
+            payload = ser.pack()
+            self.last_literals.remember(literals, payload)
+            return INVOKE_HEADER.pack(INVOKE, idx, 1) + payload
+        self.last_literals.clear()
+        # Recycle the files of arguments already consumed first: a big write then lands in warm pages.
+        self.run._reap_arg_files()
+        path = f"{self.run.rt._prefix}-ra{self.new_id().hex()}"
+        # Packed as dynamic submission packs (args, kwargs): a big array passed before and
+        # during replay is then the same pack, which the snapshot cache links, not copies.
+        serialize((tuple(literals), {})).write_segment(path)
+        link.arg_files.append((idx, path))
+        return INVOKE_HEADER.pack(INVOKE, idx, 2) + path.encode()
+
     def call(self, actor_id, method, tuple args, dict kwargs, int nret):
         cdef int64_t idx = self.idx
         cdef int64_t q = (idx - self.start) % self.period
@@ -1038,21 +1108,13 @@ cdef class DriverPath:
             return self.deopt
         link = op[7]
         if literals:
-            ser = serialize(tuple(literals))
-            if ser.contained:
-                return self.run._deviate_call(actor_id, method, "with refs nested in an argument")
-            if ser.size <= serialization.INLINE_LIMIT:
-                frame = INVOKE_HEADER.pack(INVOKE, idx, 1) + ser.pack()
+            payload = self.last_literals.lookup(literals)
+            if payload is not None:
+                frame = INVOKE_HEADER.pack(INVOKE, idx, 1) + payload
             else:
-                # Recycle the files of arguments already consumed first: a big write then lands in warm pages.
-                self.run._reap_arg_files()
-                path = f"{self.run.rt._prefix}-ra{self.new_id().hex()}"
-                # Packed as dynamic submission packs (args, kwargs): a big array passed before and
-                # during replay is then the same pack, which the snapshot cache links, not copies.
-                ser = serialize((tuple(literals), {}))
-                ser.write_segment(path)
-                frame = INVOKE_HEADER.pack(INVOKE, idx, 2) + path.encode()
-                link.arg_files.append((idx, path))
+                frame = self._literal_frame(literals, idx, link)
+                if frame is None:
+                    return self.run._deviate_call(actor_id, method, "with refs nested in an argument")
         else:
             frame = INVOKE_HEADER.pack(INVOKE, idx, 0)
         inflight = op[11]                  # the link's deque if it is a lent task worker, else None

@@ -169,6 +169,13 @@ class RuntimeContext:
             raise RuntimeError("This method is only available in an actor.")
         return rt.current_actor_handle()
 
+    def is_canceled(self):
+        """Whether ray.cancel was called on the task or actor call running now (for a graceful stop)."""
+        check = getattr(self._rt, "current_call_cancelled", None)
+        if check is None:
+            raise RuntimeError("This method is only available when the process is a worker.")
+        return check()
+
     def get_assigned_resources(self):
         return dict(getattr(self._rt, "assigned_resources", {}) or {})
 

@@ -6,6 +6,7 @@ on rayreact.  Error types are Ray's own (e.g. a bare ``@remote()`` is an
 """
 
 import os
+import time
 
 import pytest
 
@@ -406,6 +407,96 @@ def test_cancel_finished_task_keeps_result(ray_backend):
     assert ray_backend.get(ref) == 2
     ray_backend.cancel(ref)
     assert ray_backend.get(ref) == 2
+
+
+class Gated:
+    """An actor whose ``hold`` blocks until a file appears, noting whether it saw its own cancellation."""
+
+    def __init__(self):
+        self.log = []
+
+    def hold(self, path, started, backend):
+        import importlib
+        context = importlib.import_module(backend).get_runtime_context()
+        open(started, "w").close()
+        seen = False
+        while not os.path.exists(path):
+            seen = seen or context.is_canceled()
+            time.sleep(0.01)
+        self.log.append(("hold", seen))
+        return "held"
+
+    def note(self, x):
+        self.log.append(("note", x))
+        return x
+
+    def history(self):
+        return self.log
+
+
+def test_cancel_of_actor_calls_running_and_queued(ray_backend, gate, tmp_path):
+    # Ray 2.60: an actor call is never interrupted (an actor has state) but sees is_canceled(),
+    # and ray.get of a cancelled call raises TaskCancelledError, whether it ran or not.
+    actor = ray_backend.remote(Gated).remote()
+    started = tmp_path / "started"
+    running = actor.hold.remote(gate.path, str(started), ray_backend.__name__)
+    queued = actor.note.remote(7)
+    untouched = actor.note.remote(8)
+    wait_for_file(started)
+    ray_backend.cancel(running)
+    ray_backend.cancel(queued)
+    time.sleep(0.3)                       # the running call notices before the gate opens
+    gate.open()
+    for ref in (running, queued):
+        with pytest.raises(ray_backend.exceptions.TaskCancelledError):
+            ray_backend.get(ref, timeout=60)
+    assert ray_backend.get(untouched, timeout=60) == 8
+    history = ray_backend.get(actor.history.remote())
+    assert history[0] == ("hold", True)
+    assert ("note", 8) in history
+    ray_backend.cancel(untouched)                     # finished: nothing happens
+    assert ray_backend.get(untouched) == 8
+
+
+def test_force_cancel_of_an_actor_call_is_refused(ray_backend, gate, tmp_path):
+    actor = ray_backend.remote(Gated).remote()
+    started = tmp_path / "started"
+    ref = actor.hold.remote(gate.path, str(started), ray_backend.__name__)
+    wait_for_file(started)
+    with pytest.raises(ValueError, match="force=True is not supported for actor tasks"):
+        ray_backend.cancel(ref, force=True)
+    gate.open()
+    assert ray_backend.get(ref, timeout=60) == "held"
+
+
+class AsyncSleeper:
+    async def sleep(self, seconds):
+        import asyncio
+        try:
+            await asyncio.sleep(seconds)
+            return "slept"
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+
+    async def was_cancelled(self):
+        return getattr(self, "cancelled", False)
+
+
+def test_cancel_of_an_async_actor_call_cancels_its_coroutine(ray_backend):
+    actor = ray_backend.remote(AsyncSleeper).remote()
+    assert ray_backend.get(actor.was_cancelled.remote()) is False
+    ref = actor.sleep.remote(120)
+    time.sleep(0.5)
+    ray_backend.cancel(ref)
+    with pytest.raises(ray_backend.exceptions.TaskCancelledError):
+        ray_backend.get(ref, timeout=60)
+    assert ray_backend.get(actor.was_cancelled.remote()) is True
+
+
+def test_is_canceled_is_for_workers_only(ray_backend):
+    with pytest.raises(RuntimeError):
+        ray_backend.get_runtime_context().is_canceled()
 
 
 class Counter:

@@ -719,6 +719,27 @@ def test_task_worker_killed_mid_call_is_retried(ray, tmp_path):
     expect_fallback(ray, "died")
 
 
+def _crash_once_with(i, big, crash_at, marker):
+    if i == crash_at and not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return float(big[0]) + float(big[-1]) + i
+
+
+def test_task_worker_killed_mid_call_with_a_large_argument_is_retried(ray, tmp_path):
+    # A large literal argument travels in a segment; the retry must rebuild the call from it.
+    step = _remote_fn(ray, _crash_once_with)
+    marker = str(tmp_path / "crashed")
+    big = np.arange(40_000, dtype=np.float64)          # 320 KB: past the inline limit
+    out = []
+    for i in range(240):
+        big[0] = i
+        out.append(ray.get(step.remote(i, big, 120, marker)))
+    assert out == [i + 39_999.0 + i for i in range(240)]
+    assert os.path.exists(marker)
+    expect_replayed(ray, 60)
+
+
 def test_task_without_retries_dying_raises_worker_crashed(ray, tmp_path):
     step = _remote_fn(ray, _crash_once, max_retries=0)
     marker = str(tmp_path / "crashed")

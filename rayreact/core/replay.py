@@ -1254,7 +1254,7 @@ class ReplayRun:
             if how == 1:
                 literals = iter(ext.decode(payload))
             elif how == 2:
-                literals = iter(serialization.loads_pack(serialization.map_segment(bytes(payload).decode())))
+                literals = iter(serialization.loads_pack(serialization.map_segment(bytes(payload).decode()))[0])
             else:
                 literals = iter(())
             # The invocation holds the literals as they were at the call: the snapshot Ray's retry would send.

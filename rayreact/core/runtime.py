@@ -1012,6 +1012,13 @@ class Runtime(context.RuntimeHooks):
         if w.kind == "actor":
             actor = w.actor
             spec = actor.in_flight.pop(task_id, None) if actor is not None else None
+            if spec is not None and spec.cancelled:
+                for _, desc in results:
+                    self._discard_desc(desc)
+                self._complete_with_error(spec, self._cancelled_call_error(actor, spec))
+                if actor.out_of_scope:
+                    self._maybe_retire(actor)
+                return
 
         else:
             spec = w.task
@@ -1087,6 +1094,14 @@ class Runtime(context.RuntimeHooks):
             else:
                 self._set_ready(oid, desc)
         self._task_finished(spec)
+
+    @staticmethod
+    def _cancelled_call_error(actor, spec):
+        """What Ray 2.60 gives for a cancelled actor call: its coroutine's cancellation, for an async actor."""
+        err = exceptions.TaskCancelledError(spec.task_id.hex())
+        if not actor.is_async:
+            return err
+        return exceptions.RayTaskError(spec.name, f"{type(err).__name__}: {err}", err).as_instanceof_cause()
 
     def _complete_with_error(self, spec, err):
         ser = serialization.serialize(err, is_error=True)
@@ -1493,9 +1508,23 @@ class Runtime(context.RuntimeHooks):
             for q in actor.queues.values():
                 for spec in list(q):
                     if object_id in spec.return_ids:
+                        if force:
+                            raise ValueError("force=True is not supported for actor tasks.")
                         q.remove(spec)
                         self._complete_with_error(spec, exceptions.TaskCancelledError(spec.task_id.hex()))
                         return
+            for spec in actor.in_flight.values():
+                if object_id in spec.return_ids:
+                    if force:
+                        raise ValueError("force=True is not supported for actor tasks.")
+                    # As in Ray: an actor call already with its actor is not interrupted (actors have
+                    # state), but sees is_canceled(), an async one has its coroutine cancelled, and
+                    # its result becomes TaskCancelledError (see _on_done).
+                    spec.cancelled = True
+                    if actor.worker is not None and not actor.worker.dead:
+                        self._send(actor.worker, (protocol.CANCEL, spec.task_id))
+                        self._flush_outboxes()
+                    return
         self._cancel_waiting(object_id)
 
     def interrupt(self, w, still_running):

@@ -153,6 +153,8 @@ class Worker(context.RuntimeHooks):
         self.actor_instance = None
         self.actor_handle_info = None
         self.current_task_id = None
+        self._cancelled_calls = set()    # actor calls ray.cancel named (a call's id goes when it ends)
+        self._async_calls = {}           # task id -> the asyncio task of an async actor's running call
         self.current_task_name = None
         self._in_task = False        # a task's arguments or user code run now: SIGINT (cancel) interrupts them
         self._replayed_invocation = -1   # the replayed invocation _in_task belongs to (-1: a dynamic task)
@@ -275,7 +277,7 @@ class Worker(context.RuntimeHooks):
             if len(msg) > 1 and self.is_actor:      # out of scope: ends gracefully, as in Ray
                 self._graceful_cleanup()
         elif kind == protocol.CANCEL:
-            pass
+            self._on_cancel(msg[1])
         elif kind == protocol.REACTOR:
             from . import reactor
             reactor.handle(self, msg)
@@ -399,6 +401,34 @@ class Worker(context.RuntimeHooks):
                               or self._replayed_invocation == self._bell.cancelled_invocation()):
             self._bell.note_interrupt()
             raise KeyboardInterrupt
+
+    def _on_cancel(self, task_id):
+        """ray.cancel of an actor call (a task's cancel is its SIGINT): remembered for is_canceled() and the
+        call's end; an async actor's coroutine is cancelled, as in Ray."""
+        if not self.is_actor:
+            return
+        self._cancelled_calls.add(task_id)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._cancel_async_call, task_id)
+
+    def _cancel_async_call(self, task_id):
+        # On the actor's event loop.  A call that has not started finds its id in _cancelled_calls.
+        task = self._async_calls.get(task_id)
+        if task is not None:
+            task.cancel()
+
+    def current_call_cancelled(self):
+        """runtime_context.is_canceled(): a sync actor's main thread reads ahead for a CANCEL of its call."""
+        if self._loop is not None:
+            raise RuntimeError("This method is not supported in an async actor.")
+        task_id = self.current_task_id
+        if task_id is None:
+            return False
+        if task_id in self._cancelled_calls:
+            return True
+        if threading.current_thread() is threading.main_thread():
+            return self._cancelled_before_start(task_id)
+        return False
 
     def _cancelled_before_start(self, task_id):
         """Whether a CANCEL for this task waits behind its RUN_TASK (read ahead; the loop handles the rest)."""
@@ -603,6 +633,7 @@ class Worker(context.RuntimeHooks):
         args = kwargs = value = args_desc = arg_descs = None
         handoff.commit()
         self.send((protocol.DONE, task_id, results, ok))
+        self._cancelled_calls.discard(task_id)
         self._unpin(nested)
         handoff.refill()
         set_title(self._actor_title, comm=False)
@@ -615,10 +646,15 @@ class Worker(context.RuntimeHooks):
         exiting = False
         sem = self._async_sem
         self.current_task_id = task_id
-        if sem is not None:
-            await sem.acquire()
+        self._async_calls[task_id] = asyncio.current_task()
+        acquired = False
         set_title(self._call_title(method_name, task_name), comm=False)
         try:
+            if sem is not None:
+                await sem.acquire()
+                acquired = True
+            if task_id in self._cancelled_calls:
+                raise asyncio.CancelledError
             args, kwargs = self.resolve_args(args_desc, arg_descs)
             value = self._call_target(method_name)(*args, **kwargs)
             if inspect.iscoroutine(value):
@@ -641,8 +677,10 @@ class Worker(context.RuntimeHooks):
             results = self._error_results(return_ids, self._task_error(name, exc, actor=True))
             ok = False
         finally:
-            if sem is not None:
+            if acquired:
                 sem.release()
+            self._async_calls.pop(task_id, None)
+            self._cancelled_calls.discard(task_id)
         if not exiting and _exit_called_here.get():
             exiting = True
             results = self._died_by_exit_actor(return_ids)

@@ -860,3 +860,49 @@ def test_cancel_of_a_replayed_task_while_it_runs(ray, tmp_path):
     expect_fallback(ray, "ray.cancel")
     for _ in range(50):
         assert ray.get([work.remote("", 0), work.remote("", 0)]) == [0, 0]
+
+
+class _Holder:
+    def __init__(self):
+        self.log = []
+
+    def step(self, i, mark, gate):
+        if mark:
+            open(mark, "w").close()
+            while not os.path.exists(gate):
+                import time
+                time.sleep(0.01)
+        self.log.append(i)
+        return i
+
+    def history(self):
+        return list(self.log)
+
+
+def test_cancel_of_replayed_actor_calls(ray, tmp_path):
+    # A loop of two actor calls and a get replays; then a round's first call blocks in its actor, so
+    # the second queues behind it, and both are cancelled.  As in Ray, neither is interrupted (both
+    # run), ray.get of each raises TaskCancelledError, force=True is refused, and the loop goes on.
+    holder = remote(ray, _Holder)
+    for i in range(150):
+        assert ray.get([holder.step.remote(i, "", ""), holder.step.remote(-i, "", "")]) == [i, -i]
+    expect_replayed(ray, 100)
+    mark, gate = str(tmp_path / "started"), str(tmp_path / "gate")
+    blocked = holder.step.remote(1000, mark, gate)
+    queued = holder.step.remote(1001, "", "")
+    wait_for_file(mark)
+    with pytest.raises(ValueError, match="force=True is not supported for actor tasks"):
+        ray.cancel(blocked, force=True)
+    ray.cancel(blocked)
+    ray.cancel(queued)
+    open(gate, "w").close()
+    with pytest.raises(ray.exceptions.TaskCancelledError):
+        ray.get([blocked, queued])                     # the loop's own get: replay answers it
+    for ref in (blocked, queued):
+        with pytest.raises(ray.exceptions.TaskCancelledError):
+            ray.get(ref, timeout=60)
+    assert ray.get(holder.history.remote())[-2:] == [1000, 1001]
+    for i in range(50):
+        assert ray.get([holder.step.remote(i, "", ""), holder.step.remote(-i, "", "")]) == [i, -i]
+    if ray.backend_name == "rayreact":                 # the cancels themselves did not stop the replay
+        assert not any("ray.cancel" in reason for reason in fallback_reasons(ray))

@@ -1018,6 +1018,7 @@ cdef class DriverPath:
     cdef int64_t last_call
     cdef double last_call_time
     cdef LastLiterals last_literals
+    cdef public set cancelled          # results of actor calls ray.cancel named before they finished
 
     def __init__(self, run, ops, int64_t start, int64_t period, int64_t first, outs, Gather gather, double spin,
                  const_conns, writer_of, ref_type, new_id, deopt, bint defer, double wake_delay, poller):
@@ -1051,6 +1052,7 @@ cdef class DriverPath:
         self.last_call = -1
         self.last_call_time = 0.0
         self.last_literals = LastLiterals()
+        self.cancelled = set()
 
     # ------------------------------------------------------------------ calls
     cdef object _literal_frame(self, list literals, int64_t idx, link):
@@ -1191,9 +1193,12 @@ cdef class DriverPath:
             return self._lost_task()
         self.driver_log.append((idx, t0, monotonic_s()))
         out = []
-        for t in tokens:
+        cancelled = self.cancelled
+        for i, t in enumerate(tokens):
             if t is None:
                 raise exceptions.GetTimeoutError(f"Get timed out: some object(s) not ready after {timeout} s.")
+            if cancelled and object_ids[i] in cancelled:
+                raise exceptions.TaskCancelledError()
             tok = <Token>t
             value = tok.value()
             if tok.flags & F_ERROR:

@@ -386,9 +386,7 @@ class Reactor:
 
     def cancel(self, object_id, force=False, recursive=True):
         with self.lock:
-            if self._enter():
-                if not force:
-                    self.run.cancel_task(object_id)      # else the deopt's drain would wait for it to finish
+            if self._enter() and self.run.cancel(object_id, force):   # (may refuse: force=True for an actor call)
                 self.deopt("ray.cancel")
             if self.state is RECORDING:
                 self.recorder.on_cancel(object_id)
@@ -583,7 +581,7 @@ class _Link:
 
 class _Op:
     __slots__ = ("kind", "position", "actor", "method", "nret", "nargs", "kwnames", "specs", "link", "outputs",
-                 "reads", "timeout", "num_returns", "label", "readers", "conn", "wake_after")
+                 "reads", "timeout", "num_returns", "label", "readers", "conn", "wake_after", "feeds_workers")
 
 
 class ReplayRun:
@@ -860,6 +858,7 @@ class ReplayRun:
                 op.actor = link.actor.actor_id
                 op.method = reaction.target
             op.outputs = reaction.outputs
+            op.feeds_workers = any(x != "driver" for cid in reaction.outputs for x in readers[cid])
             op.nret = len(reaction.outputs)
             positional = [a for a in reaction.args if not isinstance(a.name, str)]
             op.nargs = len(positional)
@@ -963,26 +962,41 @@ class ReplayRun:
         elif what == "exit":
             self._flag(f"an actor exited ({self._label_at(index)})")
 
-    def cancel_task(self, object_id):
-        """ray.cancel of a replayed task's result: its lent worker skips or interrupts that invocation, which
-        then ends in TaskCancelledError, as in dynamic mode.  (Ray does not interrupt running actor calls.)"""
+    def cancel(self, object_id, force) -> bool:
+        """ray.cancel of a replayed call's result, as dynamic mode would do it; whether the run must stop.
+
+        A task's lent worker skips or interrupts that invocation (unless ``force``: then the
+        dynamic cancel kills the worker after the drain), and the run stops.  An actor call is
+        not interrupted: if it has not finished, ray.get of its result raises TaskCancelledError
+        (``fast.get`` and the handover see to that), and the run goes on unless the result
+        feeds another reaction, which would have to fail with it."""
         for (index, _), oid in self.fast.given.items():
             if oid == object_id:
                 break
         else:
-            return
-        link = self.ops[(index - self.start) % self.P].link
-        if link is None or link.inflight is None or link.dead:
-            return
-        link.w.bell.cancel_invocation(index)
+            return True
+        op = self.ops[(index - self.start) % self.P]
+        link = op.link
+        if link is None or link.dead:
+            return True
 
-        def still_running():
+        def unfinished():
             try:
                 return not link.stopped and link.timeline.last_index() < index
             except (ValueError, TypeError):        # the run has ended and closed its log
                 return False
 
-        self.rt.interrupt(link.w, still_running)
+        if link.inflight is None:
+            if not unfinished():
+                return False                       # finished: nothing happens, as in Ray
+            if force:
+                raise ValueError("force=True is not supported for actor tasks.")
+            self.fast.cancelled.update(o for (i, _), o in self.fast.given.items() if i == index)
+            return op.feeds_workers
+        if not force:                              # else the drain would wait for it to finish
+            link.w.bell.cancel_invocation(index)
+            self.rt.interrupt(link.w, unfinished)
+        return True
 
     def _flag(self, reason):
         if self.reason is None:
@@ -1182,6 +1196,10 @@ class ReplayRun:
         for oid, key in alive:
             if key in rerun_keys:
                 continue
+            if oid in self.fast.cancelled:
+                err = serialization.serialize(exceptions.TaskCancelledError(), is_error=True).pack()
+                pairs.append((oid, (serialization.INLINE, err, [], True)))
+                continue                  # (its value is freed below with everything not handed over)
             tok = self.cache.get(key)
             if tok is not None:
                 pairs.append((oid, tok.descriptor()))

@@ -32,8 +32,8 @@ The driver's side lives here too, because it runs on every call: ``DriverPath``
 (guard check, one INVOKE frame, a light ObjectRef; gets read tokens straight off
 the rings) and ``Gather``, a futex word the workers count their frames to the
 driver on, so a get of N results wakes the driver once instead of N times.
-Worker wakes are deferred to the end of a tight burst of calls, so the driver
-is not preempted by each worker it wakes.  Large values travel as segment files
+Each call wakes its worker at once (deferring a burst's wakes to its end was
+slower: the workers then start later).  Large values travel as segment files
 from the session's segment pool (warm pages); a reader gets its own hard link
 and the pool recycles a file only once nobody maps it and no other name for it
 exists.
@@ -982,7 +982,7 @@ cdef class DriverPath:
     boundary's bookkeeping, deaths, notes, deoptimization); this class only runs
     what every call of a matching script runs.  Ops are tuples, one per position::
 
-        call: (0, actor id, method, nret, nargs, kwnames, specs, link, outputs, wake_after, label)
+        call: (0, actor id, method, nret, nargs, kwnames, specs, link, outputs, label, inflight)
               specs: None (literal) | (conn, distance, ret, None) | (conn, None, ret, (token key, ref id))
         put:  (1, ...)                       handled by the run
         get:  (2, reads, timeout given)      reads: like specs
@@ -997,10 +997,6 @@ cdef class DriverPath:
     cdef public int64_t start
     cdef public int64_t period
     cdef public int64_t first
-    cdef public list unwoken
-    cdef public double unwoken_since
-    cdef public double wake_delay
-    cdef public bint defer
     cdef public list outs
     cdef public Gather gather
     cdef public double spin
@@ -1014,14 +1010,11 @@ cdef class DriverPath:
     cdef object ref_type
     cdef object new_id
     cdef object deopt
-    cdef list gaps                     # per position: recent time from this call to the next API call
-    cdef int64_t last_call
-    cdef double last_call_time
     cdef LastLiterals last_literals
     cdef public set cancelled          # results of actor calls ray.cancel named before they finished
 
     def __init__(self, run, ops, int64_t start, int64_t period, int64_t first, outs, Gather gather, double spin,
-                 const_conns, writer_of, ref_type, new_id, deopt, bint defer, double wake_delay, poller):
+                 const_conns, writer_of, ref_type, new_id, deopt, poller):
         self.run = run
         self.ops = list(ops)
         self.start = start
@@ -1031,8 +1024,6 @@ cdef class DriverPath:
         self.given = {}
         self.cache = {}
         self.windows = collections.deque()
-        self.unwoken = []
-        self.unwoken_since = 0.0
         self.outs = list(outs)
         self.gather = gather
         self.spin = spin
@@ -1045,12 +1036,7 @@ cdef class DriverPath:
         self.ref_type = ref_type
         self.new_id = new_id
         self.deopt = deopt
-        self.defer = defer
-        self.wake_delay = wake_delay
         self.poller = poller
-        self.gaps = [0.0] * period
-        self.last_call = -1
-        self.last_call_time = 0.0
         self.last_literals = LastLiterals()
         self.cancelled = set()
 
@@ -1119,23 +1105,12 @@ cdef class DriverPath:
                     return self.run._deviate_call(actor_id, method, "with refs nested in an argument")
         else:
             frame = INVOKE_HEADER.pack(INVOKE, idx, 0)
-        inflight = op[11]                  # the link's deque if it is a lent task worker, else None
+        inflight = op[10]                  # the link's deque if it is a lent task worker, else None
         if inflight is not None:
             # A task reactor: what it takes to run this call again, should its worker die first (Ray retries).
             inflight.append((idx, frame, values))
         self.idx = idx + 1
         self.write(link, frame)
-        # Defer the wake only inside a burst of calls: if the script usually computes between this call and
-        # the next, wake now so the worker runs meanwhile.
-        cdef double now = monotonic_s()
-        if self.last_call == idx - 1:
-            qp = (idx - 1 - self.start) % self.period
-            self.gaps[qp] = 0.75 * <double>self.gaps[qp] + 0.25 * (now - self.last_call_time)
-        self.last_call = idx
-        self.last_call_time = now
-        if op[9] or <double>self.gaps[q] > self.wake_delay or (
-                self.unwoken and now - self.unwoken_since > self.wake_delay):
-            self.wake()
         windows = self.windows
         window = windows[len(windows) - 1][1]
         outputs = <tuple>op[8]
@@ -1264,7 +1239,6 @@ cdef class DriverPath:
             if have >= need:
                 self.run._reap_arg_files()
                 return tokens
-            self.wake()
             seen = load_u32(self.gather.arrived)
             if self.drain():
                 continue
@@ -1312,14 +1286,8 @@ cdef class DriverPath:
         """Write to a worker's inbox; while it is full, keep reading our own rings (no cycle can block)."""
         ring = link.inbox
         if ring.try_write(frame):
-            if self.defer:
-                if not self.unwoken:
-                    self.unwoken_since = monotonic_s()
-                self.unwoken.append(link.bell)
-            else:
-                link.bell.ring()
+            link.bell.ring()
             return True
-        self.wake()
         ring.want_space(True)
         try:
             while not ring.try_write(frame):
@@ -1332,8 +1300,3 @@ cdef class DriverPath:
         link.bell.ring()
         return True
 
-    cpdef wake(self):
-        """Ring the doorbells of workers given invocations since the last wake (one burst, then the wakes)."""
-        unwoken = self.unwoken
-        while unwoken:
-            unwoken.pop().ring()

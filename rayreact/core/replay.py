@@ -77,11 +77,6 @@ RING_CAPACITY = 1 << 20
 COOLDOWN_FIRST = 64                    # dynamic events before recording again, doubled after each refusal
 MAX_REPEATS = 48                       # periods a flapping script must repeat before it is replayed again
 COOLDOWN_MAX = 1 << 16
-# Deferring a burst's wakes to its end keeps woken workers from preempting the driver, but they then start
-# later: over 9 interleaved pairs of runs, waking at each call gave gym +9%, marl (10 agents) +8% and the
-# 16-actor broadcast -5% overhead, and left the round trips and the 1000-task fan-out as they were.
-DEFER_WAKES = os.environ.get("RAYREACT_DEFER_WAKES", "0") == "1"
-WAKE_DELAY = 100e-6                    # a burst of calls defers its wakes at most this long
 
 _CALL, _PUT, _GET, _WAIT = range(4)
 TASK_CALLER = "task"                   # a replayed task call's "actor id" in the DriverPath's guard
@@ -581,7 +576,7 @@ class _Link:
 
 class _Op:
     __slots__ = ("kind", "position", "actor", "method", "nret", "nargs", "kwnames", "specs", "link", "outputs",
-                 "reads", "timeout", "num_returns", "label", "readers", "conn", "wake_after", "feeds_workers")
+                 "reads", "timeout", "num_returns", "label", "readers", "conn", "feeds_workers")
 
 
 class ReplayRun:
@@ -797,13 +792,9 @@ class ReplayRun:
 
         # ---- per-position driver ops (the guard, compiled)
         self.ops = [self._compile(plan.reactions[q], readers) for q in range(P)]
-        for q, op in enumerate(self.ops):
-            # With DEFER_WAKES, wakes wait for the end of a burst of calls (see above).
-            op.wake_after = self.ops[(q + 1) % P].kind != _CALL
         self.fast = self.ext.DriverPath(
             self, [], plan.start, P, self.first, [(link, link.out) for link in self.links.values()], self.gather,
-            spin, frozenset(self.const_key), self.writer_of, ObjectRef, ids.new_id, DEOPT, DEFER_WAKES, WAKE_DELAY,
-            self.poller)
+            spin, frozenset(self.const_key), self.writer_of, ObjectRef, ids.new_id, DEOPT, self.poller)
         self.call, self.get, self.wait = self.fast.call, self.fast.get, self.fast.wait
 
         # ---- go: start the reactors (after every dynamic message already sent to them), then seed
@@ -903,7 +894,7 @@ class ReplayRun:
     def _as_tuple(op):
         if op.kind == _CALL:
             return (_CALL, op.actor, op.method, op.nret, op.nargs, op.kwnames, op.specs, op.link, tuple(op.outputs),
-                    op.wake_after, op.label, op.link.inflight)
+                    op.label, op.link.inflight)
         if op.kind == _GET:
             return (_GET, op.reads, op.timeout)
         if op.kind == _WAIT:
@@ -946,9 +937,6 @@ class ReplayRun:
     # ------------------------------------------------------------------ transport
     def _write(self, link, frame):
         return self.fast.write(link, frame)
-
-    def _wake(self):
-        self.fast.wake()
 
     def _drain(self):
         return self.fast.drain()
@@ -1036,7 +1024,6 @@ class ReplayRun:
             for other in self.links.values():
                 if not other.dead:
                     self._write(other, self.ext.control_frame(self.ext.DEAD, (link.name, payload)))
-        self._wake()
 
     # ------------------------------------------------------------------ the fast paths
     def _deviate(self, what):
@@ -1085,7 +1072,6 @@ class ReplayRun:
         """A period begins at ``idx``: forget values the script can no longer name; values made R periods
         ago and still held move to the dynamic object table (or, if only a worker has them, deopt)."""
         self.periods += 1
-        self._wake()
         self._reap_arg_files()
         windows = self.windows
         horizon = idx - self.R * self.P
@@ -1179,7 +1165,6 @@ class ReplayRun:
         for name, link in self.links.items():
             if not link.dead:
                 self._write(link, ext.control_frame(ext.STOP, wanted.get(name, [])))
-        self._wake()
         while True:
             if self.dead_pending:
                 self._absorb_deaths()

@@ -16,9 +16,12 @@ segment pool recycles neither), and readers map it read-only.
 Candidates are found by the buffers' addresses and sizes (the same array passed
 again); a buffer at the same address that keeps changing backs off from comparing.
 
-Once a remembered pack has matched, the kernel watches its buffers' pages
-(``write_watch``): later comparisons read only the pages written since the last one,
-so passing an unchanged 128 MB array costs a page-table scan instead of a 256 MB read.
+From the moment a pack is written, the kernel watches its buffers' pages
+(``write_watch``): a later comparison reads only the pages written since the last one,
+so passing an unchanged 128 MB array costs a page-table scan instead of a 256 MB read;
+and if a few pages changed and no object or reader uses the file any more, just those
+pages are written into it.  A buffer found mostly rewritten is not watched for a while
+(each watched page costs a fault at its first write).
 """
 
 from __future__ import annotations
@@ -311,6 +314,7 @@ class SnapshotCache:
         directory, name = os.path.split(path)
         parts = name.split("-", 2)
         if len(parts) < 3:
+            _unwatch_all(watches)
             return
         own = os.path.join(directory, f"rr-{parts[1]}-snap-{os.urandom(8).hex()}")
         try:

@@ -331,3 +331,19 @@ def test_a_put_changed_a_little_each_round_keeps_every_rounds_value(ray_backend)
             held.append((value, float(arr.sum())))
         del value
     assert [float(value.sum()) for value, _ in held] == [total for _, total in held]
+
+
+def test_a_torch_tensor_changed_in_place_between_calls_is_seen(ray_backend, keepers):
+    torch = pytest.importorskip("torch")
+    tensor = torch.ones(BIG, dtype=torch.float64)
+
+    @ray_backend.remote
+    def total(t):
+        return float(t.sum())
+
+    before = [ray_backend.get(total.remote(tensor)) for _ in range(3)]
+    tensor[BIG // 2:].add_(1.0)                         # in place, by torch's own kernels
+    after = ray_backend.get(total.remote(tensor))
+    tensor.zero_()
+    assert before == [float(BIG)] * 3
+    assert after == float(BIG) + BIG - BIG // 2

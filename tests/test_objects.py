@@ -373,6 +373,49 @@ def test_numpy_scalars_and_arrays_keep_type_dtype_and_flags(ray_backend, value):
     assert describe(from_actor) == expected
 
 
+def _torch_values():
+    torch = pytest.importorskip("torch")
+    base = torch.arange(12, dtype=torch.float32)
+    return {
+        "float32": torch.ones(4), "int64-2d": torch.arange(6).reshape(2, 3), "0-d": torch.tensor(2.5),
+        "empty": torch.zeros(0, 3), "bool": torch.tensor([True, False]), "big": torch.arange(500_000, dtype=torch.float64),
+        "view-with-offset": base[4:8], "transposed": base.reshape(3, 4).t(), "bfloat16": torch.ones(3, dtype=torch.bfloat16),
+        "requires-grad": torch.ones(3, requires_grad=True), "parameter": torch.nn.Parameter(torch.ones(2)),
+        "complex": torch.tensor([1 + 2j]), "conj": torch.tensor([1 + 2j]).conj(),
+    }
+
+
+TORCH_CASES = ["float32", "int64-2d", "0-d", "empty", "bool", "big", "view-with-offset", "transposed", "bfloat16",
+               "requires-grad", "parameter", "complex", "conj"]
+
+
+def describe_tensor(t):
+    """What a reader can tell about a tensor: its class, dtype, shape, strides, storage, grad flag, contents."""
+    return (type(t).__name__, str(t.dtype), tuple(t.shape), t.stride(), t.storage_offset(),
+            t.untyped_storage().nbytes(), t.requires_grad, t.is_conj(), t.detach().resolve_conj().tolist())
+
+
+@pytest.mark.parametrize("case", TORCH_CASES)
+def test_torch_tensors_arrive_as_torch_sends_them(ray_backend, case):
+    # Whatever path a tensor takes (out of band when plain, torch's own reduction otherwise), a reader
+    # sees what Ray's reader sees: the same class, dtype, shape, strides, storage, grad flag and values,
+    # and a tensor it may write to without touching the sender's.
+    value = _torch_values()[case]
+    got = ray_backend.get(ray_backend.put(value))
+    assert describe_tensor(got) == describe_tensor(value)
+
+    def echo_and_bump(t):
+        seen = describe_tensor(t)
+        if not t.requires_grad and t.numel() and t.dtype.is_floating_point:
+            t.add_(1)                      # the reader's copy is its own
+        return seen
+
+    assert ray_backend.get(ray_backend.remote(echo_and_bump).remote(value)) == describe_tensor(value)
+    assert describe_tensor(value) == describe_tensor(_torch_values()[case])
+    returned = ray_backend.get(ray_backend.remote(lambda: _torch_values()[case]).remote())
+    assert describe_tensor(returned) == describe_tensor(value)
+
+
 def test_same_ref_to_many_actors_all_see_the_value(ray_backend):
     ref = ray_backend.put(np.arange(BIG))
     holders = [ray_backend.remote(Holder).remote() for _ in range(3)]

@@ -906,3 +906,10 @@ def test_cancel_of_replayed_actor_calls(ray, tmp_path):
         assert ray.get([holder.step.remote(i, "", ""), holder.step.remote(-i, "", "")]) == [i, -i]
     if ray.backend_name == "rayreact":                 # the cancels themselves did not stop the replay
         assert not any("ray.cancel" in reason for reason in fallback_reasons(ray))
+
+
+def test_a_fresh_remote_function_of_the_same_code_each_round(ray):
+    # ray.remote(lambda: ...) in a loop: every round a new function of one code and one name, with its own
+    # closure.  Replay must not mistake it for the first round's.
+    out = [ray.get(ray.remote(lambda: i * 10).remote()) for i in range(40)]
+    assert out == [i * 10 for i in range(40)]

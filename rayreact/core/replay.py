@@ -51,6 +51,7 @@ then comes back from the worker that made it).
 from __future__ import annotations
 
 import collections
+import hashlib
 import logging
 import os
 import pickle
@@ -502,7 +503,9 @@ def _task_target(remote_function, options):
     key = remote_function.__dict__.get("_replay_key")
     if key is None:
         name = remote_function._function_name.rsplit(".", 1)[-1]
-        key = remote_function._replay_key = f"{name}@{submission.code_id_of(remote_function).hex()[:12]}"
+        # A digest of the whole id: its leading bytes are this process' prefix, the same for every function.
+        digest = hashlib.blake2b(submission.code_id_of(remote_function), digest_size=6).hexdigest()
+        key = remote_function._replay_key = f"{name}@{digest}"
     if not options or (len(options) == 1 and "num_returns" in options):
         return key
     extra = ", ".join(f"{k}={v!r}" for k, v in sorted(options.items()) if k != "num_returns")

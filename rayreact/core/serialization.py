@@ -16,15 +16,18 @@ table can keep nested refs alive as long as the outer value lives.
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import struct
+import sys
 import threading
+from collections import ChainMap
 
 import cloudpickle
 
 from .. import exceptions
-from . import plain_pickle
+from . import plain_pickle, tensor_pickle
 from .segments import (MIN_POOLED, PAGE, SegmentCache, map_segment, page_round, read_maps,  # noqa: F401
                        segment_pool)
 from .snapshots import snapshots
@@ -218,6 +221,28 @@ def _simplicity(value):
     return _classify(value, _SIMPLE_TYPES, 3)
 
 
+class _Pickler(cloudpickle.Pickler):
+    """cloudpickle, with plain CPU torch tensors out of band (``tensor_pickle``) once torch is imported."""
+
+    dispatch_table = ChainMap({}, cloudpickle.Pickler.dispatch_table)
+    _with_torch = False
+
+    @classmethod
+    def prepared(cls):
+        if not cls._with_torch and "torch" in sys.modules:
+            found = tensor_pickle.reducers()
+            if found:
+                cls.dispatch_table.maps[0].update(found)
+                cls._with_torch = True
+        return cls
+
+
+def _cloudpickle_dumps(value, buffer_callback):
+    out = io.BytesIO()
+    _Pickler.prepared()(out, protocol=5, buffer_callback=buffer_callback).dump(value)
+    return out.getvalue()
+
+
 def serialize(value, *, is_error=False) -> Serialized:
     """Pickle ``value`` once; big buffers stay out of band (zero copies so far)."""
     buffers = []
@@ -233,7 +258,7 @@ def serialize(value, *, is_error=False) -> Serialized:
         elif simplicity == SIMPLE_NUMPY:
             inband = plain_pickle.dumps(value, buffers.append)
         else:
-            inband = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+            inband = _cloudpickle_dumps(value, buffers.append)
     except Exception as exc:
         raise SerializationError(_describe_unpicklable(value, exc)) from exc
     finally:

@@ -83,8 +83,8 @@ def _marl_metrics(report):
 def _broadcast_metrics(report):
     rows = []
     for case in report["cases"]:
-        label = f"{case['actors']} actors x {case['mb']:g} MB"
-        is_headline = case["actors"] == 16 and case["mb"] == 10
+        label = f"{case['actors']} actors x {case['mb']:g} MB" + (" torch tensor" if case.get("kind") == "torch" else "")
+        is_headline = case["actors"] == 16 and case["mb"] == 10 and case.get("kind", "numpy") == "numpy"
         rows.append(Metric(f"{label}: overhead/round", case["overhead_ms"], "ms", False, 4 if is_headline else None))
         rows.append(Metric(f"{label}: round", case["round_ms"], "ms", False))
     return rows

@@ -102,12 +102,13 @@ class Serialized:
             header = _HEADER.pack(MAGIC, 0, len(self.inband))
             return header + b"\0" * (_align(len(header)) - len(header)) + self.inband
         header, inband_at, offsets = self._layout()
-        out = bytearray(self.size)
-        out[:len(header)] = header
-        out[inband_at:inband_at + len(self.inband)] = self.inband
+        parts = [header, b"\0" * (inband_at - len(header)), self.inband]
+        pos = inband_at + len(self.inband)
         for (o, n), b in zip(offsets, self.buffers):
-            out[o:o + n] = b.cast("B") if b.ndim != 1 or b.format != "B" else b
-        return bytes(out)
+            parts.append(b"\0" * (o - pos))
+            parts.append(b.cast("B") if b.ndim != 1 or b.format != "B" else b)
+            pos = o + n
+        return b"".join(parts)            # each buffer copied once (not into a bytearray, then out of it)
 
     def write_segment(self, path: str) -> None:
         """Write the pack into a segment file (mode 0600) at ``path``.

@@ -415,13 +415,16 @@ class Gated:
     def __init__(self):
         self.log = []
 
-    def hold(self, path, started, backend):
+    def hold(self, path, started, backend, noticed=None):
         import importlib
         context = importlib.import_module(backend).get_runtime_context()
         open(started, "w").close()
         seen = False
         while not os.path.exists(path):
-            seen = seen or context.is_canceled()
+            if not seen and context.is_canceled():
+                seen = True
+                if noticed:
+                    open(noticed, "w").close()
             time.sleep(0.01)
         self.log.append(("hold", seen))
         return "held"
@@ -438,14 +441,14 @@ def test_cancel_of_actor_calls_running_and_queued(ray_backend, gate, tmp_path):
     # Ray 2.60: an actor call is never interrupted (an actor has state) but sees is_canceled(),
     # and ray.get of a cancelled call raises TaskCancelledError, whether it ran or not.
     actor = ray_backend.remote(Gated).remote()
-    started = tmp_path / "started"
-    running = actor.hold.remote(gate.path, str(started), ray_backend.__name__)
+    started, noticed = tmp_path / "started", tmp_path / "noticed"
+    running = actor.hold.remote(gate.path, str(started), ray_backend.__name__, str(noticed))
     queued = actor.note.remote(7)
     untouched = actor.note.remote(8)
     wait_for_file(started)
     ray_backend.cancel(running)
     ray_backend.cancel(queued)
-    time.sleep(0.3)                       # the running call notices before the gate opens
+    wait_for_file(noticed)                # the running call sees its cancellation before the gate opens
     gate.open()
     for ref in (running, queued):
         with pytest.raises(ray_backend.exceptions.TaskCancelledError):
@@ -470,8 +473,9 @@ def test_force_cancel_of_an_actor_call_is_refused(ray_backend, gate, tmp_path):
 
 
 class AsyncSleeper:
-    async def sleep(self, seconds):
+    async def sleep(self, seconds, started):
         import asyncio
+        open(started, "w").close()
         try:
             await asyncio.sleep(seconds)
             return "slept"
@@ -483,11 +487,12 @@ class AsyncSleeper:
         return getattr(self, "cancelled", False)
 
 
-def test_cancel_of_an_async_actor_call_cancels_its_coroutine(ray_backend):
+def test_cancel_of_an_async_actor_call_cancels_its_coroutine(ray_backend, tmp_path):
     actor = ray_backend.remote(AsyncSleeper).remote()
     assert ray_backend.get(actor.was_cancelled.remote()) is False
-    ref = actor.sleep.remote(120)
-    time.sleep(0.5)
+    started = tmp_path / "started"
+    ref = actor.sleep.remote(120, str(started))
+    wait_for_file(started)
     ray_backend.cancel(ref)
     with pytest.raises(ray_backend.exceptions.TaskCancelledError):
         ray_backend.get(ref, timeout=60)

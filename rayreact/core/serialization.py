@@ -1,14 +1,16 @@
 """One serialization per value: pickle-5 with out-of-band buffers, inline or in a shared segment.
 
 A value is pickled once (cloudpickle, protocol 5).  Its large buffers (numpy
-arrays, bytes-like objects) are taken out of band.  The result is *packed*::
+arrays, plain CPU torch tensors, PickleBuffers) are taken out of band.  The result
+is *packed*::
 
     [header: magic, n_buffers, inband_len][(offset, length) per buffer][inband pickle][buffers, 64-aligned]
 
 Small packs travel inline inside channel messages; large ones are written once
 into a shared segment file (``/dev/shm/rr-<session>-<object>``) that every
 reader maps read-only.  Readers unpickle against memoryviews of the pack, so
-numpy arrays come back as zero-copy, read-only views, as in Ray.
+numpy arrays come back as zero-copy, read-only views, as in Ray (torch tensors
+come back as copies of their own, as in Ray: torch has no read-only tensors).
 
 While pickling, every ObjectRef met is recorded (``contained``) so the object
 table can keep nested refs alive as long as the outer value lives.

@@ -50,6 +50,7 @@ import traceback
 import types
 
 from libc.stdint cimport int64_t, int32_t, uint32_t
+from libc.string cimport memcmp
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 
 from .. import exceptions
@@ -653,7 +654,7 @@ cdef class WorkerReactor:
             self._age(index)
         args_path = None
         if how == 1:
-            literals = decode(payload)
+            literals = decode(payload)[0]
         elif how == 2:
             args_path = bytes(payload).decode()
             literals = serialization.loads_pack(serialization.map_segment(args_path))[0]
@@ -930,6 +931,16 @@ _IMMUTABLE = frozenset([int, float, bool, str, bytes, type(None)])
 _MEMO_ARRAY_BYTES = 64 * 1024
 
 
+cdef bint _same_bytes(array, bytes data) except -1:
+    """Whether a C-contiguous array's bytes equal ``data`` (compared in place: no copy per call)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(array, &view, PyBUF_SIMPLE)
+    try:
+        return view.len == len(data) and memcmp(view.buf, <const char*>data, view.len) == 0
+    finally:
+        PyBuffer_Release(&view)
+
+
 cdef class LastLiterals:
     """The last call's literal arguments and their inline pack, for a next call passing the same, unchanged.
 
@@ -950,7 +961,7 @@ cdef class LastLiterals:
             if literals[i] is not self.values[i]:
                 return None
         for a, data, shape, strides, dtype in self.arrays:
-            if a.shape != shape or a.strides != strides or a.dtype != dtype or a.tobytes() != data:
+            if a.shape != shape or a.strides != strides or a.dtype != dtype or not _same_bytes(a, data):
                 return None
         return self.payload
 
@@ -1042,8 +1053,11 @@ cdef class DriverPath:
 
     # ------------------------------------------------------------------ calls
     cdef object _literal_frame(self, list literals, int64_t idx, link):
-        """The invoke frame carrying ``literals``, inline or in a segment; None if they hold refs."""
-        ser = serialize(tuple(literals))
+        """The invoke frame carrying ``literals``, inline or in a segment; None if they hold refs.
+
+        Packed as dynamic submission packs ``(args, kwargs)``: a big array passed before and
+        during replay is then the same pack, which the snapshot cache links, not copies."""
+        ser = serialize((tuple(literals), {}))
         if ser.contained:
             return None
         if ser.size <= serialization.INLINE_LIMIT:
@@ -1054,9 +1068,7 @@ cdef class DriverPath:
         # Recycle the files of arguments already consumed first: a big write then lands in warm pages.
         self.run._reap_arg_files()
         path = f"{self.run.rt._prefix}-ra{self.new_id().hex()}"
-        # Packed as dynamic submission packs (args, kwargs): a big array passed before and
-        # during replay is then the same pack, which the snapshot cache links, not copies.
-        serialize((tuple(literals), {})).write_segment(path)
+        ser.write_segment(path)
         link.arg_files.append((idx, path))
         return INVOKE_HEADER.pack(INVOKE, idx, 2) + path.encode()
 
@@ -1169,7 +1181,9 @@ cdef class DriverPath:
         self.driver_log.append((idx, t0, monotonic_s()))
         out = []
         cancelled = self.cancelled
-        for i, t in enumerate(tokens):
+        cdef Py_ssize_t i
+        for i in range(len(tokens)):
+            t = tokens[i]
             if t is None:
                 raise exceptions.GetTimeoutError(f"Get timed out: some object(s) not ready after {timeout} s.")
             if cancelled and object_ids[i] in cancelled:

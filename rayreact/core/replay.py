@@ -1258,7 +1258,7 @@ class ReplayRun:
             how = ext.INVOKE_HEADER.unpack_from(frame, 0)[2]
             payload = memoryview(frame)[ext.INVOKE_HEADER.size:]
             if how == 1:
-                literals = iter(ext.decode(payload))
+                literals = iter(ext.decode(payload)[0])
             elif how == 2:
                 literals = iter(serialization.loads_pack(serialization.map_segment(bytes(payload).decode()))[0])
             else:

@@ -161,8 +161,8 @@ class _Snapshot:
         if self.watches is not None:
             changed = [write_watch.changed(w) for w in self.watches]
             if None not in changed:
-                return [[(at, n) for at, n in spans if not _equal(self.base + o + at, address_of(b) + at, n)]
-                        for (o, _), b, spans in zip(self.offsets, ser.buffers, changed)]
+                return [[(at, n) for at, n in spans if not _equal(self.base + o + at, addr + at, n)]
+                        for (o, _), addr, spans in zip(self.offsets, map(address_of, ser.buffers), changed)]
             self.unwatch()
             if self.inband != ser.inband:
                 return None
@@ -221,6 +221,36 @@ def _unwatch_all(watches):
             write_watch.unwatch(w)
 
 
+class _Backoff:
+    """Keys whose last attempts failed sit out 1, 3, 7... (at most 63) of the next ones; callers hold the lock."""
+
+    LIMIT = 4 * MAX_ENTRIES           # keys remembered (addresses of buffers long freed are dropped wholesale)
+
+    def __init__(self):
+        self._keys = {}               # key -> [failures in a row, attempts left to sit out]
+
+    def holds(self, key) -> bool:
+        """Whether this attempt sits out (and counts as one)."""
+        entry = self._keys.get(key)
+        if entry is None or entry[1] <= 0:
+            return False
+        entry[1] -= 1
+        return True
+
+    def failed(self, key):
+        if key not in self._keys and len(self._keys) >= self.LIMIT:
+            self._keys.clear()
+        entry = self._keys.setdefault(key, [0, 0])
+        entry[0] = min(entry[0] + 1, 6)
+        entry[1] = (1 << entry[0]) - 1
+
+    def forget(self, key):
+        self._keys.pop(key, None)
+
+    def clear(self):
+        self._keys.clear()
+
+
 class SnapshotCache:
     """Large packs this process wrote, by (in-band length, buffer addresses and sizes)."""
 
@@ -228,8 +258,8 @@ class SnapshotCache:
         self.limit = 0                # bytes remembered (0: off; the driver turns it on)
         self._entries = collections.OrderedDict()   # key -> _Snapshot, least recently used first
         self._bytes = 0
-        self._backoff = {}            # key -> [consecutive mismatches, writes left before comparing again]
-        self._rewritten = {}          # key -> [times found mostly changed in a row, files left unwatched]
+        self._backoff = _Backoff()    # keys that keep mismatching: writes left before comparing again
+        self._rewritten = _Backoff()  # keys found mostly changed: files left unwatched
         self._lock = threading.Lock()
 
     @staticmethod
@@ -249,9 +279,7 @@ class SnapshotCache:
             snap = self._entries.get(key)
             if snap is None:
                 return False
-            back = self._backoff.get(key)
-            if back is not None and back[1] > 0:
-                back[1] -= 1
+            if self._backoff.holds(key):
                 return False
             self._entries.move_to_end(key)
             # Held while comparing and linking, even if evicted meanwhile: ``view`` keeps the
@@ -263,19 +291,13 @@ class SnapshotCache:
         same = snap.give(ser, path)
         with self._lock:
             if snap.rewritten:
-                if len(self._rewritten) >= 4 * MAX_ENTRIES:
-                    self._rewritten.clear()
-                again = self._rewritten.setdefault(key, [0, 0])
-                again[0] = min(again[0] + 1, 6)
-                again[1] = (1 << again[0]) - 1
+                self._rewritten.failed(key)
             if same:
                 snap.hits += 1
-                self._backoff.pop(key, None)
-                self._rewritten.pop(key, None)
+                self._backoff.forget(key)
+                self._rewritten.forget(key)
             else:
-                back = self._backoff.setdefault(key, [0, 0])
-                back[0] = min(back[0] + 1, 6)
-                back[1] = (1 << back[0]) - 1
+                self._backoff.failed(key)
         return same
 
     def watch_before_write(self, ser):
@@ -287,9 +309,7 @@ class SnapshotCache:
         if not self._usable(ser) or not write_watch.available():
             return None
         with self._lock:
-            again = self._rewritten.get(self._key(ser))
-            if again is not None and again[1] > 0:
-                again[1] -= 1
+            if self._rewritten.holds(self._key(ser)):
                 return None
         watches = [write_watch.watch(address_of(b), b.nbytes) for b in ser.buffers]
         if None in watches:
@@ -389,6 +409,7 @@ class SnapshotCache:
             self._entries.clear()
             self._bytes = 0
             self._backoff.clear()
+            self._rewritten.clear()
         for snap in entries:
             with snap.lock:
                 snap.unwatch()

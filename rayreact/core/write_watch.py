@@ -66,12 +66,11 @@ _REGIONS = 64
 class Watched:
     """A watched range: ``[start, end)`` are the whole pages inside the caller's buffer."""
 
-    __slots__ = ("addr", "nbytes", "start", "end", "lock")
+    __slots__ = ("addr", "nbytes", "start", "end")
 
     def __init__(self, addr, nbytes, start, end):
         self.addr, self.nbytes = addr, nbytes
         self.start, self.end = start, end
-        self.lock = threading.Lock()    # one scan-and-compare at a time: a scan consumes what it reports
 
 
 class _WriteWatch:

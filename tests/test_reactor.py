@@ -913,3 +913,46 @@ def test_a_fresh_remote_function_of_the_same_code_each_round(ray):
     # closure.  Replay must not mistake it for the first round's.
     out = [ray.get(ray.remote(lambda: i * 10).remote()) for i in range(40)]
     assert out == [i * 10 for i in range(40)]
+
+
+class Gate:
+    """Waits, outside Ray, for a file the driver writes later (a signal the script sends by other means)."""
+
+    def __init__(self):
+        self.order = []
+
+    def pass_when(self, path, i):
+        wait_for_file(path)
+        self.order.append(("gated", i))
+        return i
+
+    def note(self, i):
+        self.order.append(("note", i))
+        return i
+
+    def history(self):
+        return self.order
+
+
+def test_a_deviation_while_a_replayed_call_waits_for_the_driver(ray, tmp_path):
+    # The in-flight replayed call can only finish after the driver acts *after* the deviating call: falling
+    # back must not wait for it (Ray would not), and the calls the script makes next still run after the
+    # ones it made before.
+    gate, other = remote(ray, Gate), remote(ray, Gate)
+    out, notes = [], []
+    for i in range(60):
+        path = tmp_path / f"gate{i}"
+        ref = gate.pass_when.remote(str(path), i)
+        note = gate.note.remote(i)                         # queued behind pass_when(i)
+        if i == 50:
+            assert ray.get(other.note.remote(i)) == i      # the deviation, while pass_when(50) waits
+            after = gate.note.remote(1000 + i)             # the same caller's next call to the gated actor
+        path.write_text("go")
+        out.append(ray.get(ref))
+        notes.append(ray.get(note))
+    assert out == notes == list(range(60))
+    assert ray.get(after) == 1050
+    history = ray.get(gate.history.remote())
+    assert history[100:105] == [("gated", 50), ("note", 50), ("note", 1050), ("gated", 51), ("note", 51)]
+    expect_fallback(ray, "expected")
+    expect_replayed(ray, 20)

@@ -467,6 +467,9 @@ class TimelineLog:
             pass
 
 
+_NOT_AWAITABLE = frozenset([tuple, list, dict, int, float, bool, str, bytes, type(None)])
+
+
 cdef class WorkerReactor:
     """Runs one worker's static reaction order until the driver says STOP."""
 
@@ -498,6 +501,8 @@ cdef class WorkerReactor:
     cdef int64_t logged
     cdef bint exiting
     cdef bint raised_noted
+    cdef bint stopping               # a STOP is queued: calls arriving now run after the invocations before it
+    cdef object held                 # those calls (dynamic messages), in arrival order
     cdef object bells
     cdef Gather gather
 
@@ -521,6 +526,8 @@ cdef class WorkerReactor:
         self.invocations = collections.deque()
         self.exiting = False
         self.raised_noted = False
+        self.stopping = False
+        self.held = collections.deque()
         self.bells = {}
         self.in_rings = []
         for path, writer_bell in program["in_rings"]:
@@ -578,7 +585,33 @@ cdef class WorkerReactor:
         return self.invocations.popleft()
 
     cdef bint _drain(self) except *:
-        """Read every frame waiting on the input rings, and serve dynamic messages."""
+        """Read every frame waiting on the input rings, and serve dynamic messages.
+
+        The driver stops a run without waiting for it, so the calls its script makes next may arrive
+        while invocations from before the STOP are still to run: those calls are held until they have
+        (the same caller's calls run in order).  The driver writes the STOP before any such call, so the
+        rings are read again before a call is served, to see a STOP that came first."""
+        cdef bint progressed = self._read_rings()
+        worker = self.worker
+        if worker._deferred or worker._inbound.readable():
+            while True:
+                msg = worker._next_message(False)
+                if msg is None:
+                    break
+                progressed = True
+                if msg[0] == protocol.CALL or msg[0] == protocol.RUN_TASK:
+                    if not self.stopping:
+                        self._read_rings()
+                    if self.stopping:
+                        self.held.append(msg)
+                        continue
+                worker._handle(msg)
+                if not worker._running:
+                    self.exiting = True
+                    break
+        return progressed
+
+    cdef bint _read_rings(self) except *:
         cdef bint progressed = False
         cdef object ring, frame
         cdef int kind
@@ -596,20 +629,10 @@ cdef class WorkerReactor:
                     self.invocations.append((INVOKE, index, how, memoryview(frame)[INVOKE_HEADER.size:]))
                 elif kind == STOP:
                     self.invocations.append((STOP, parse_control(frame)))
+                    self.stopping = True
                 elif kind == DEAD:
                     name, payload = parse_control(frame)
                     self.dead[name] = payload
-        worker = self.worker
-        if worker._deferred or worker._inbound.readable():
-            while True:
-                msg = worker._next_message(False)
-                if msg is None:
-                    break
-                progressed = True
-                worker._handle(msg)
-                if not worker._running:
-                    self.exiting = True
-                    break
         return progressed
 
     cdef void _store(self, frame) except *:
@@ -722,7 +745,8 @@ cdef class WorkerReactor:
                 value = tracer.run("task", target, None, args, kwargs, getattr(target, "__module__", None))
             if n >= 1 and type(value) is types.GeneratorType:   # before iscoroutine: it takes generators too
                 return self._generator_outputs(index, name, value, outputs), False
-            if asyncio.iscoroutine(value):
+            # asyncio.iscoroutine is an ABC check, slow on a cold cache: skipped for the usual result types
+            if type(value) not in _NOT_AWAITABLE and asyncio.iscoroutine(value):
                 value = asyncio.run(value)
             if n == 1:
                 values = (value,)
@@ -876,8 +900,12 @@ cdef class WorkerReactor:
         for ring in self.in_rings[1:]:
             ring.mark_closed()
         self._write(self.to_driver, control_frame(STOPPED, self.program["plan"]))
-        # Values the driver adopted may nest refs we keep alive: hold them until it has them.
+        # Values the driver adopted may nest refs we keep alive: hold them until it has them.  The calls
+        # held back run now, first, and so do calls that arrive before the ACK: another worker's reaction,
+        # which the driver's handover still waits for, may need one of them.
         worker = self.worker
+        worker._deferred.extendleft(reversed(self.held))
+        self.held.clear()
         plan_id = self.program["plan"]
         while worker._running:
             msg = worker._next_message(False)
@@ -891,6 +919,9 @@ cdef class WorkerReactor:
             worker._handle(msg)
 
     cdef void _close(self) except *:
+        if self.held:                     # exiting early: the worker's loop answers them (or fails them)
+            self.worker._deferred.extendleft(reversed(self.held))
+            self.held.clear()
         for tok in self.retained.values():
             (<Token>tok).discard()
         self.retained.clear()

@@ -13,9 +13,11 @@
          │ any deviation (guard, kill, new actor, a reaction raising, a worker
          │ dying, a ref held past the plan's buffering, another thread)
          ▼
-     DYNAMIC  ── drain what is in flight, hand every value the script can still
-                 reach to the dynamic object table, carry on with the Runtime;
-                 after a cool-down, RECORDING again (a new phase may settle)
+     DYNAMIC  ── every value the script can still reach becomes a pending object
+                 of the Runtime at once; a handover thread drains what is in
+                 flight and fills them (the deviating call never waits for a
+                 reaction); after a cool-down, RECORDING again (a new phase may
+                 settle; a new run starts once the last handover is done)
 
 Calls made inside workers never come through here: they stay dynamic.
 
@@ -106,7 +108,8 @@ class Reactor:
         self.recorder = None
         self.pending = None              # a replayable plan waiting for its switch point
         self.run = None
-        self.runs = []                   # finished runs (for explain/timeline)
+        self.runs = []                   # ended runs (for explain/timeline): summaries, or a run still handing over
+        self.draining = []               # runs whose handover thread has not finished
         self.fallbacks = []              # (when, reason, periods replayed)
         self.refusals = collections.OrderedDict()   # reason -> count
         self.cooldown = 0
@@ -178,7 +181,8 @@ class Reactor:
             return True
         if state is RECORDING:
             plan = self.pending
-            if plan is not None and plan.position(self.index) == plan.switch:
+            # The workers of a run still handing over are busy with it: the next period switches instead.
+            if plan is not None and plan.position(self.index) == plan.switch and not self.draining:
                 return self._switch(plan)
             return False
         if state is DYNAMIC:
@@ -211,11 +215,12 @@ class Reactor:
         if run is None:
             return
         try:
+            self.draining.append(run)
             run.stop(reason)
         finally:
             self.run = None
             self.index = run.idx
-            self.runs.append(run.summary())
+            self.runs.append(run)
             self.fallbacks.append((time.monotonic() - self.started, reason, run.periods))
             # Scripts change phase (a new actor count, evaluation after training): record the new pattern at
             # once.  What a script that flaps costs is the switch and the drain, not recording, so a run that
@@ -225,6 +230,17 @@ class Reactor:
             else:
                 self.repeats = min(self.repeats * 2, MAX_REPEATS)
             self._start_recording()
+
+    def handed_over(self, run):
+        """From a run's handover thread, when it has finished: keep only its summary."""
+        run_summary = run.summary()
+        for i, r in enumerate(self.runs):      # in place: the script's thread may be appending
+            if r is run:
+                self.runs[i] = run_summary
+        try:
+            self.draining.remove(run)
+        except ValueError:
+            pass
 
     def reset(self):
         """Leave any replay and record afresh now (tests and phase changes the script announces)."""
@@ -392,9 +408,9 @@ class Reactor:
     def on_worker_died(self, w, reason):
         # Runs under the runtime's lock (service thread): flags only, the replaying thread does the rest.
         self.dyn["_on_worker_died"](w, reason)
-        run = self.run
-        if run is not None:
-            run.worker_died(w)
+        for run in [self.run, *self.draining]:
+            if run is not None:
+                run.worker_died(w)
 
     def shutdown(self):
         with self.lock:
@@ -403,6 +419,8 @@ class Reactor:
                 self.run = None
                 run.abandon()
                 self.runs.append(run.summary())
+            for run in list(self.draining):
+                run.abandon()
             self.state = OFF
             global LAST_SNAPSHOT
             LAST_SNAPSHOT = self.snapshot()
@@ -440,7 +458,7 @@ class Reactor:
 
     def snapshot(self):
         """Plain data for explain(): state, current plan, runs, fallbacks, refusals."""
-        runs = list(self.runs)
+        runs = [r.summary() if isinstance(r, ReplayRun) else r for r in self.runs]
         run = self.run
         if run is not None:
             runs.append(run.summary())
@@ -457,7 +475,7 @@ class Reactor:
 
     def timeline_events(self):
         from . import explain as _explain
-        runs = list(self.runs)
+        runs = [r.summary(live=True) if isinstance(r, ReplayRun) else r for r in self.runs]
         if self.run is not None:
             runs.append(self.run.summary(live=True))
         return _explain.chrome_events(runs)
@@ -602,6 +620,8 @@ class ReplayRun:
         self.ended = None
         self.end_reason = None
         self.handed = {}                 # (connection, producer index) -> descriptor (deopt handover)
+        self.handover = None             # the thread handing values over after a deopt
+        self.abandoned = False           # shutdown: stop handing over
         self.dead_pending = []
         self.task_died = False           # a lent task worker died: its calls rerun dynamically, not fail
         self.seed_views = []
@@ -696,7 +716,7 @@ class ReplayRun:
             # Never leave workers in reactor mode, or files behind, for a plan that did not start.
             try:
                 if self.started_workers:
-                    self.stop("the plan failed to start")
+                    self.stop("the plan failed to start", wait=True)
                 else:
                     self._cleanup()
                     self._give_back_workers()
@@ -1146,9 +1166,15 @@ class ReplayRun:
                 rt._set_ready(oid, desc)
 
     # ------------------------------------------------------------------ leaving
-    def stop(self, reason):
-        """Drain in-flight reactions, hand every value the script can name to the dynamic runtime."""
+    def stop(self, reason, wait=False):
+        """Leave replay without waiting for the workers: STOP every link, make every value the script can
+        name a pending object of the dynamic runtime, and hand the values over on a thread of their own.
+
+        An in-flight reaction may wait for something the script does only after the deviating call (Ray
+        would not block that call), so nothing here waits for a reaction.  The workers run the calls the
+        script makes from now on after their in-flight reactions (reactor.pyx holds them)."""
         self.end_reason = reason
+        self.ended = time.monotonic()
         ext = self.ext
         if self.dead_pending:
             self._absorb_deaths()
@@ -1168,7 +1194,38 @@ class ReplayRun:
         for name, link in self.links.items():
             if not link.dead:
                 self._write(link, ext.control_frame(ext.STOP, wanted.get(name, [])))
-        while True:
+        with self.rt._lock:
+            for oid, _ in alive:
+                self.rt._new_entry(oid)
+        self.handover = threading.Thread(target=self._hand_over, args=(alive,), name="rayreact-handover",
+                                         daemon=True)
+        self.handover.start()
+        if wait:
+            self.handover.join()
+
+    def _hand_over(self, alive):
+        """The handover thread: drain the links until every one has stopped, fill the pending objects."""
+        try:
+            self._drain_links()
+            if not self.abandoned:
+                self._fill(alive)
+        except Exception:  # noqa: BLE001 - a bug here must not lose the values silently
+            logger.exception("rayreact: handing replayed values over to the dynamic runtime failed")
+            self._fill_lost(alive)
+        finally:
+            self._give_back_workers()
+            for desc in self.handed.values():
+                if desc[0] == serialization.SEGMENT:
+                    try:
+                        os.unlink(desc[1])
+                    except OSError:
+                        pass
+            self.handed.clear()
+            self._cleanup()
+            self.reactor.handed_over(self)
+
+    def _drain_links(self):
+        while not self.abandoned:
             if self.dead_pending:
                 self._absorb_deaths()
             if all(link.stopped or link.dead for link in self.links.values()):
@@ -1177,6 +1234,8 @@ class ReplayRun:
             if not self._drain():
                 self.gather.wait(seen + 1, 0.2)
         self._drain()
+
+    def _fill(self, alive):
         rerun = self._unfinished_tasks()
         rerun_keys = {(cid, index) for _, index, _, _ in rerun for cid in self._op_at(index).outputs}
         pairs = []
@@ -1204,23 +1263,22 @@ class ReplayRun:
             pairs.append((oid, desc))
         with rt._lock:
             for oid, desc in pairs:
-                if oid not in rt.objects:
-                    rt._new_entry(oid)
-                    rt._set_ready(oid, desc)
+                rt._set_ready(oid, desc)
             for link in self.links.values():
                 if not link.dead:
                     rt._send(link.w, (protocol.REACTOR, "ack", self.number))
+        rt.bell.ring()                    # a get may be waiting for these
         self._give_back_workers()
         if rerun:
             self._rerun(rerun)
-        for desc in self.handed.values():
-            if desc[0] == serialization.SEGMENT:
-                try:
-                    os.unlink(desc[1])
-                except OSError:
-                    pass
-        self.handed.clear()
-        self._cleanup()
+
+    def _fill_lost(self, alive):
+        err = serialization.serialize(exceptions.RaySystemError(
+            "rayreact lost a replayed value on deoptimization"), is_error=True).pack()
+        with self.rt._lock:
+            for oid, _ in alive:
+                self.rt._set_ready(oid, (serialization.INLINE, err, [], True))
+        self.rt.bell.ring()
 
     def _deviate_call(self, actor_id, method, how):
         name = self.call_name(actor_id, method)
@@ -1275,9 +1333,11 @@ class ReplayRun:
                 desc = (serialization.INLINE, serialization.serialize(err, is_error=True).pack(), [], True)
                 with rt._lock:
                     for oid in return_ids:
-                        if oid not in rt.objects:
+                        e = rt.objects.get(oid)
+                        if e is None or e.state != READY:      # (stop() made the script's refs pending)
                             rt._new_entry(oid)
                             rt._set_ready(oid, desc)
+                rt.bell.ring()
                 continue
             again = dict(options, max_retries=retries - 1 if retries > 0 else retries)
             self.reactor.dyn["submit_task"](function, args, kwargs, again, return_ids=return_ids)
@@ -1294,13 +1354,18 @@ class ReplayRun:
         return reaction.outputs[ret]
 
     def abandon(self):
-        """Shutdown while replaying: nothing to hand over, just free what we made."""
+        """Shutdown while replaying or handing over: nothing to hand over, just free what we made."""
+        self.abandoned = True
+        if self.handover is not None:
+            self.handover.join(5.0)       # it looks at ``abandoned`` at least every 0.2 s
+            return
         self.end_reason = "shutdown"
         self._cleanup()
         self._give_back_workers()
 
     def _cleanup(self):
-        self.ended = time.monotonic()
+        if self.ended is None:
+            self.ended = time.monotonic()
         if self.fast is None:                 # never started: only files to remove
             for link in self.links.values():
                 if isinstance(link, _Link):

@@ -930,6 +930,10 @@ class Gate:
         self.order.append(("note", i))
         return i
 
+    def start_then_pass_when(self, started, path, i):
+        open(started, "w").close()
+        return self.pass_when(path, i)
+
     def history(self):
         return self.order
 
@@ -955,4 +959,29 @@ def test_a_deviation_while_a_replayed_call_waits_for_the_driver(ray, tmp_path):
     history = ray.get(gate.history.remote())
     assert history[100:105] == [("gated", 50), ("note", 50), ("note", 1050), ("gated", 51), ("note", 51)]
     expect_fallback(ray, "expected")
+    expect_replayed(ray, 20)
+
+
+def test_ctrl_c_during_a_replayed_get(ray, tmp_path):
+    # KeyboardInterrupt reaches a script blocked in a get whose call is still running, as in Ray; the call
+    # goes on, and its value is still there for the next get.
+    gate = remote(ray, Gate)
+    opened = tmp_path / "open"
+    opened.write_text("go")
+    out = [ray.get(gate.start_then_pass_when.remote(str(tmp_path / f"s{i}"), str(opened), i)) for i in range(40)]
+    started, late = tmp_path / "s40", tmp_path / "late"
+    ref = gate.start_then_pass_when.remote(str(started), str(late), 40)
+
+    def interrupt():
+        wait_for_file(str(started))
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        ray.get(ref)
+    assert not late.exists()                     # so the get returned while the call was still waiting
+    late.write_text("go")
+    out.append(ray.get(ref))
+    out += [ray.get(gate.start_then_pass_when.remote(str(tmp_path / f"s{i}"), str(opened), i)) for i in range(41, 60)]
+    assert out == list(range(60))
     expect_replayed(ray, 20)

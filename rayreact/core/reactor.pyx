@@ -51,6 +51,7 @@ import types
 
 from libc.stdint cimport int64_t, int32_t, uint32_t
 from libc.string cimport memcmp
+from libc.errno cimport errno, EINTR
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 
 from .. import exceptions
@@ -67,6 +68,9 @@ cdef extern from "channel_sync.h" nogil:
     int futex_wait(uint32_t* addr, uint32_t expected, double timeout_s)
     int futex_wake_all(uint32_t* addr)
     double monotonic_s()
+
+cdef extern from "Python.h":
+    int PyErr_CheckSignals() except -1
 
 try:
     import numpy as _np
@@ -383,6 +387,7 @@ cdef class Gather:
         cdef double start = monotonic_s(), now
         cdef uint32_t cur
         cdef bint met = False
+        cdef bint interrupted
         cdef int k
         with nogil:
             while True:
@@ -401,9 +406,13 @@ cdef class Gather:
                 store_u32(self.sleeping, 1)
                 full_fence()
                 cur = load_u32(self.arrived)
+                interrupted = False
                 if <int32_t>(cur - target) < 0:
-                    futex_wait(self.arrived, cur, min(timeout_s - (now - start), 0.5))
+                    interrupted = futex_wait(self.arrived, cur, min(timeout_s - (now - start), 0.5)) != 0 \
+                        and errno == EINTR
                 store_u32(self.sleeping, 0)
+                if interrupted:         # a signal (Ctrl-C): the caller checks for it
+                    break
         return met
 
     def close(self):
@@ -1291,6 +1300,16 @@ cdef class DriverPath:
             if remaining <= 0:
                 return tokens
             self.gather.wait(seen + <uint32_t>(need - have), remaining, min(self.spin, channel.spin_now()))
+            self._check_signals()
+
+    cdef void _check_signals(self) except *:
+        """Ctrl-C while the driver waits raises here (compiled loops check no signals by themselves); the run
+        then ends at the script's next call, whatever it does after catching it."""
+        try:
+            PyErr_CheckSignals()
+        except BaseException:
+            self.run._flag("the script was interrupted (a signal) during a replayed call")
+            raise
 
     # ------------------------------------------------------------------ rings
     cpdef bint drain(self) except *:
@@ -1340,6 +1359,7 @@ cdef class DriverPath:
                     return False
                 if not self.drain():
                     self.poller.wait(0.05)
+                    self._check_signals()
         finally:
             ring.want_space(False)
         link.bell.ring()

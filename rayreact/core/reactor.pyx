@@ -55,7 +55,7 @@ from libc.errno cimport errno, EINTR
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 
 from .. import exceptions
-from . import channel, generator_returns, ids, plain_pickle, protocol, refcount, serialization
+from . import channel, generator_returns, ids, protocol, refcount, serialization
 from .handoff import handoff
 from .channel cimport _Mapped
 
@@ -297,8 +297,7 @@ _MAGIC = serialization.MAGIC
 _hdr_pack = _HDR.pack
 _hdr_unpack = _HDR.unpack_from
 _pickle_loads = pickle.loads
-_pickle_dumps = pickle.dumps
-_plain_dumps = plain_pickle.dumps
+_pickle_plain = serialization.pickle_plain
 
 
 cdef class Packed:
@@ -330,22 +329,13 @@ def decode(data):
 def serialize(value, bint is_error=False):
     """``serialization.serialize``, with the stock pickler for plain values (several times faster)."""
     cdef int how = NOT_PLAIN if is_error else classify(value, _PLAIN, 2)
-    if how != NOT_PLAIN:
-        buffers = []
-        if how == PLAIN:
-            inband = _pickle_dumps(value, protocol=5, buffer_callback=buffers.append)
-        else:
-            inband = _plain_dumps(value, buffers.append)
-        if not buffers:
-            return Packed(_hdr_pack(_MAGIC, 0, len(inband)) + _PAD0 + inband)
-        raws = []
-        for pb in buffers:
-            try:
-                raws.append(pb.raw())
-            except BufferError:
-                raws.append(memoryview(bytes(pb)))
-        return serialization.Serialized(inband, raws, [])
-    return serialization.serialize(value, is_error=is_error)
+    if how == NOT_PLAIN:
+        return serialization.serialize(value, is_error=is_error)
+    # No ObjectRef in _PLAIN: nothing nested to note, so no contained-ref bookkeeping either.
+    inband, raws = _pickle_plain(value, how)
+    if not raws:
+        return Packed(_hdr_pack(_MAGIC, 0, len(inband)) + _PAD0 + inband)
+    return serialization.Serialized(inband, raws, [])
 
 
 cdef class Gather:

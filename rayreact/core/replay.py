@@ -1002,7 +1002,8 @@ class ReplayRun:
                 return False                       # finished: nothing happens, as in Ray
             if force:
                 raise ValueError("force=True is not supported for actor tasks.")
-            self.fast.cancelled.update(o for (i, _), o in self.fast.given.items() if i == index)
+            given = self.fast.given
+            self.fast.cancelled.update(given[index, ret] for ret in range(op.nret) if (index, ret) in given)
             return op.feeds_workers
         if not force:                              # else the drain would wait for it to finish
             link.w.bell.cancel_invocation(index)

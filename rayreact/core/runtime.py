@@ -1504,28 +1504,36 @@ class Runtime(context.RuntimeHooks):
                     self._flush_outboxes()
                     self.interrupt(w, lambda: w.task is spec)
                 return
+        found = self._actor_call_returning(object_id)
+        if found is not None:
+            actor, spec, queue = found
+            if force:
+                raise ValueError("force=True is not supported for actor tasks.")
+            if queue is not None:
+                queue.remove(spec)
+                self._complete_with_error(spec, exceptions.TaskCancelledError(spec.task_id.hex()))
+                return
+            # As in Ray: an actor call already with its actor is not interrupted (actors have state), but
+            # sees is_canceled(), an async one has its coroutine cancelled, and its result becomes
+            # TaskCancelledError (see _on_done).
+            spec.cancelled = True
+            if actor.worker is not None and not actor.worker.dead:
+                self._send(actor.worker, (protocol.CANCEL, spec.task_id))
+                self._flush_outboxes()
+            return
+        self._cancel_waiting(object_id)
+
+    def _actor_call_returning(self, object_id):
+        """(actor, call, the queue it waits in, or None once it is with its actor), or None."""
         for actor in self.actors.values():
-            for q in actor.queues.values():
-                for spec in list(q):
+            for queue in actor.queues.values():
+                for spec in queue:
                     if object_id in spec.return_ids:
-                        if force:
-                            raise ValueError("force=True is not supported for actor tasks.")
-                        q.remove(spec)
-                        self._complete_with_error(spec, exceptions.TaskCancelledError(spec.task_id.hex()))
-                        return
+                        return actor, spec, queue
             for spec in actor.in_flight.values():
                 if object_id in spec.return_ids:
-                    if force:
-                        raise ValueError("force=True is not supported for actor tasks.")
-                    # As in Ray: an actor call already with its actor is not interrupted (actors have
-                    # state), but sees is_canceled(), an async one has its coroutine cancelled, and
-                    # its result becomes TaskCancelledError (see _on_done).
-                    spec.cancelled = True
-                    if actor.worker is not None and not actor.worker.dead:
-                        self._send(actor.worker, (protocol.CANCEL, spec.task_id))
-                        self._flush_outboxes()
-                    return
-        self._cancel_waiting(object_id)
+                    return actor, spec, None
+        return None
 
     def interrupt(self, w, still_running):
         """SIGINT to ``w``'s task code, now and again (~5/s) until it takes one or ``still_running()`` is False.

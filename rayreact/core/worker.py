@@ -431,13 +431,19 @@ class Worker(context.RuntimeHooks):
         return False
 
     def _cancelled_before_start(self, task_id):
-        """Whether a CANCEL for this task waits behind its RUN_TASK (read ahead; the loop handles the rest)."""
+        """Whether a CANCEL of this call waits in the inbox (read ahead).  One found is taken out and noted
+        here, so the call's end forgets it: left for the loop, it would be noted after the call had ended."""
         while True:
             raw = self._inbound.read()
             if raw is None:
                 break
             self._deferred.append(protocol.loads(raw))
-        return any(m[0] == protocol.CANCEL and m[1] == task_id for m in self._deferred)
+        for msg in self._deferred:
+            if msg[0] == protocol.CANCEL and msg[1] == task_id:
+                self._deferred.remove(msg)
+                self._on_cancel(task_id)
+                return True
+        return False
 
     def _run_task(self, msg):
         (_, task_id, code_id, name, args_desc, arg_descs, return_ids, num_returns, env, resources, pg_info) = msg

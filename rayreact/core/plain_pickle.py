@@ -13,7 +13,10 @@ Readers get what numpy's reduction gives them: arrays over the received bytes,
 read-only, as in Ray.  Anything else (object, structured or sub-array dtypes,
 arrays that are not C-contiguous, subclasses) keeps numpy's own reduction.
 The table is private to our picklers: ``copyreg``'s global table, which user
-code may rely on, is left as it is (and consulted for everything else).
+code may rely on, is left as it is (and consulted for everything else).  The two
+rebuild functions are registered as copyreg *extensions*, so a pack names them by
+a 4-byte code: an unpickler finds a name through the import machinery every time,
+the slowest step of decoding a small observation, but a code in a dict.
 """
 
 from __future__ import annotations
@@ -29,15 +32,38 @@ _ARRAY_KINDS = frozenset("biufc")     # not datetimes: numpy pickles those array
 _np = None
 _table: dict | None = None
 _table_base_len = -1
+_dtypes = {}                  # dtype string -> dtype: parsing the string costs as much as the rest of a rebuild
+_frombuffer = None            # numpy.frombuffer, once numpy is imported (called positionally: cheaper)
 
 
 def rebuild_array(data, dtype, shape):
-    array = _numpy().frombuffer(data, dtype=dtype)
+    dt = _dtypes.get(dtype)
+    if dt is None:
+        dt = _dtype(dtype)
+    array = _frombuffer(data, dt)
     return array if len(shape) == 1 else array.reshape(shape)
 
 
 def rebuild_scalar(dtype, data):
-    return _numpy().frombuffer(data, dtype=dtype)[0]
+    dt = _dtypes.get(dtype)
+    if dt is None:
+        dt = _dtype(dtype)
+    return _frombuffer(data, dt)[0]
+
+
+def _dtype(name):
+    global _frombuffer
+    np = _numpy()
+    _frombuffer = np.frombuffer
+    dt = _dtypes[name] = np.dtype(name)
+    return dt
+
+
+for _code, _name in ((0x72725201, "rebuild_array"), (0x72725202, "rebuild_scalar")):
+    try:
+        copyreg.add_extension(__name__, _name, _code)
+    except ValueError:        # code or name already taken (a reload): packs then name the function
+        pass
 
 
 def _numpy():
@@ -82,11 +108,45 @@ def _dispatch_table():
     return _table
 
 
+class _Reusable:
+    """A pickler and its output buffer, reused dump after dump: building them is a third of a small dump."""
+
+    __slots__ = ("out", "pickler", "table", "sink")
+
+    def __init__(self):
+        self.out = io.BytesIO()
+        self.sink = None
+        self.pickler = pickle.Pickler(self.out, protocol=5, buffer_callback=self._buffer)
+        self.table = None
+
+    def _buffer(self, pickle_buffer):
+        self.sink(pickle_buffer)
+
+    def dumps(self, value, buffer_callback):
+        table = _dispatch_table()
+        if table is not self.table:
+            self.pickler.dispatch_table = self.table = table
+        out = self.out
+        self.sink = buffer_callback
+        try:
+            self.pickler.dump(value)
+            return out.getvalue()
+        finally:
+            self.sink = None
+            out.seek(0)
+            out.truncate()
+            self.pickler.clear_memo()
+
+
+_idle: list = []              # picklers not in use: another thread, or a dump inside a dump, takes its own
+
+
 def dumps(value, buffer_callback) -> bytes:
     """``pickle.dumps(value, protocol=5, buffer_callback=...)`` with the compact numpy forms (for values that
     hold numpy arrays or scalars: others are cheaper through ``pickle.dumps`` itself)."""
-    out = io.BytesIO()
-    pickler = pickle.Pickler(out, protocol=5, buffer_callback=buffer_callback)
-    pickler.dispatch_table = _dispatch_table()
-    pickler.dump(value)
-    return out.getvalue()
+    pickler = _idle.pop() if _idle else _Reusable()
+    try:
+        return pickler.dumps(value, buffer_callback)
+    finally:
+        if len(_idle) < 4:
+            _idle.append(pickler)

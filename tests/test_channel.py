@@ -33,6 +33,20 @@ def test_full_ring_refuses_without_writing(tmp_path):
     ring.close()
 
 
+def test_a_list_of_buffers_is_written_as_one_frame(tmp_path):
+    # A scatter write: the parts land one after another in the ring, wrapping around its end like any frame.
+    ring = channel.Ring(str(tmp_path / "ring"), 1 << 10, True)
+    for round_ in range(12):
+        parts = [b"head", memoryview(os.urandom(90)), b"", bytearray(os.urandom(7 + round_))]
+        assert ring.try_write(parts)
+        assert ring.try_write(b"plain")
+        assert ring.read() == b"".join(parts) and ring.read() == b"plain"
+    while ring.try_write([b"a" * 50, b"b" * 50]):
+        pass
+    assert ring.read_all()[-1] == b"a" * 50 + b"b" * 50       # a full ring refused the whole frame, no part
+    ring.close()
+
+
 def test_a_ring_between_looking_and_waiting_is_not_slept_through(tmp_path):
     # Thread A reads the bell, finds no work; thread B takes a message and rings; only then A waits.
     bell = channel.Doorbell(str(tmp_path / "bell"), True)

@@ -37,6 +37,7 @@ from libc.stdint cimport uint32_t, uint64_t, int64_t
 from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
 
 import mmap as _mmap
 import os as _os
@@ -464,7 +465,12 @@ cdef class Ring:
             memcpy(dst + first, self.data, n - first)
 
     def try_write(self, payload):
-        """Append one frame if it fits now; return False (writing nothing) if the ring is full."""
+        """Append one frame if it fits now; return False (writing nothing) if the ring is full.
+
+        ``payload`` is a buffer, or a list of buffers written one after another as one frame (a scatter
+        write: the frame is never assembled outside the ring)."""
+        if type(payload) is list:
+            return self._write_parts(<list>payload, 0.0)
         cdef Py_buffer view
         PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE)
         try:
@@ -473,10 +479,13 @@ cdef class Ring:
             PyBuffer_Release(&view)
 
     def write(self, payload, double timeout_s=-1.0):
-        """Append one frame, waiting for space (spin, then block) up to ``timeout_s`` (<0: forever).
+        """Append one frame (a buffer, or a list of them), waiting for space (spin, then block) up to
+        ``timeout_s`` (<0: forever).
 
         Returns False on timeout.  Raises ChannelClosed if the reader is gone.
         """
+        if type(payload) is list:
+            return self._write_parts(<list>payload, timeout_s)
         cdef Py_buffer view
         PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE)
         try:
@@ -485,6 +494,41 @@ cdef class Ring:
             PyBuffer_Release(&view)
 
     cdef bint _write(self, const char* src, uint64_t n, double timeout_s) except -1:
+        cdef uint64_t tail
+        if not self._reserve(n, timeout_s, &tail):
+            return False
+        with nogil:
+            self._copy_in(tail + 4, src, n)
+        self._commit(tail, n)
+        return True
+
+    cdef bint _write_parts(self, list parts, double timeout_s) except -1:
+        cdef Py_ssize_t count = len(parts), i, done = 0
+        cdef Py_buffer* views = <Py_buffer*>PyMem_Malloc(sizeof(Py_buffer) * max(count, 1))
+        cdef uint64_t n = 0, tail, at
+        if views == NULL:
+            raise MemoryError()
+        try:
+            for i in range(count):
+                PyObject_GetBuffer(parts[i], &views[i], PyBUF_SIMPLE)
+                done += 1
+                n += <uint64_t>views[i].len
+            if not self._reserve(n, timeout_s, &tail):
+                return False
+            at = tail + 4
+            with nogil:
+                for i in range(count):
+                    self._copy_in(at, <const char*>views[i].buf, <uint64_t>views[i].len)
+                    at += <uint64_t>views[i].len
+            self._commit(tail, n)
+            return True
+        finally:
+            for i in range(done):
+                PyBuffer_Release(&views[i])
+            PyMem_Free(views)
+
+    cdef bint _reserve(self, uint64_t n, double timeout_s, uint64_t* tail_out) except -1:
+        """Wait for room for an ``n``-byte frame; its length is written, the caller copies the body."""
         cdef uint64_t need = (4 + n + 7) & ~(<uint64_t>7)
         cdef uint64_t head, tail
         cdef uint32_t length = <uint32_t>n
@@ -523,14 +567,16 @@ cdef class Ring:
                 sub_u32(self.writer_waits, 1)
             if ok:
                 self._copy_in(tail, <const char*>&length, 4)
-                self._copy_in(tail + 4, src, n)
-                full_fence()
-                store_u64(self.tail, tail + need)
         if closed:
             raise ChannelClosed(self.mapped.path)
-        if ok and self.reader_bell is not None:
-            self.reader_bell._ring()
+        tail_out[0] = tail
         return ok
+
+    cdef void _commit(self, uint64_t tail, uint64_t n):
+        full_fence()
+        store_u64(self.tail, tail + ((4 + n + 7) & ~(<uint64_t>7)))
+        if self.reader_bell is not None:
+            self.reader_bell._ring()
 
     def read(self):
         """Pop one frame as bytes, or None if the ring is empty."""

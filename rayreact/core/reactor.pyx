@@ -226,18 +226,13 @@ def make_token(int flags, payload, bint keep_link=False):
 
 
 def _frame_from(head, ser):
-    """``head`` + the pack of ``ser``, assembled in one buffer: one copy of the value's bytes."""
+    """``head`` + the pack of ``ser``: one bytes object for a small pack, else the list of its parts (the ring
+    copies them in: the value's bytes are copied once)."""
     if type(ser) is Packed:
         return head + (<Packed>ser).data
-    header, inband_at, offsets = ser._layout()
-    cdef Py_ssize_t base = len(head)
-    out = bytearray(base + ser.size)
-    out[:base] = head
-    out[base:base + len(header)] = header
-    out[base + inband_at:base + inband_at + len(ser.inband)] = ser.inband
-    for (o, n), b in zip(offsets, ser.buffers):
-        out[base + o:base + o + n] = b.cast("B") if b.ndim != 1 or b.format != "B" else b
-    return out
+    parts = ser.parts()
+    parts.insert(0, head)
+    return parts
 
 
 def frame_for(int conn, int64_t index, Token tok, link=None):
@@ -832,7 +827,7 @@ cdef class WorkerReactor:
             else:
                 if frame is None:
                     frame = frame_for(conn, index, tok, None)
-                self._write(self.out_rings[target], frame)
+                frame = self._write(self.out_rings[target], frame)
         tok.ser = None          # frames are built: no reference to the actor's own buffers remains
         if tok.flags & F_REFS:
             self._write(self.to_driver, control_frame(NOTE, ("refs", index)))
@@ -842,26 +837,32 @@ cdef class WorkerReactor:
         elif tok.path is not None:
             tok.discard()       # the readers hold their own links
 
-    cdef void _write(self, ring, frame) except *:
-        """Write without ever blocking on a full ring: drain our inputs while we wait for space."""
-        self._put(ring, frame)
+    cdef object _write(self, ring, frame):
+        """Write without ever blocking on a full ring: drain our inputs while we wait for space.  Returns the
+        frame as written: a list of parts is joined before waiting (the wait may run a dynamic call, which
+        must not change what the reader gets), and the caller writes that to its other readers."""
+        frame = self._put(ring, frame)
         if ring is self.to_driver:
             self.gather.add()
+        return frame
 
-    cdef void _put(self, ring, frame) except *:
+    cdef object _put(self, ring, frame):
         if ring.try_write(frame):
-            return
+            return frame
+        if type(frame) is list:
+            frame = b"".join(frame)
         ring.want_space(True)
         try:
             while not ring.try_write(frame):
                 if ring.is_closed() or self.exiting:
-                    return
+                    return frame
                 if not self._drain():
                     self.poller.wait(0.05)
                 if os.getppid() == 1:
                     os._exit(1)
         finally:
             ring.want_space(False)
+        return frame
 
     cdef void _log(self, int64_t index, double t0, double t1) except *:
         cdef int64_t j = (self.logged % TIMELINE_RECORDS) * 3

@@ -103,6 +103,11 @@ class Serialized:
         if not self.buffers:
             header = _HEADER.pack(MAGIC, 0, len(self.inband))
             return header + b"\0" * (_align(len(header)) - len(header)) + self.inband
+        return b"".join(self.parts())     # each buffer copied once (not into a bytearray, then out of it)
+
+    def parts(self) -> list:
+        """The pack as the buffers it is made of, in order (a ring writes them as one frame, unjoined).
+        The buffers are the value's own memory: write them before anything can change it."""
         header, inband_at, offsets = self._layout()
         parts = [header, b"\0" * (inband_at - len(header)), self.inband]
         pos = inband_at + len(self.inband)
@@ -110,7 +115,7 @@ class Serialized:
             parts.append(b"\0" * (o - pos))
             parts.append(b.cast("B") if b.ndim != 1 or b.format != "B" else b)
             pos = o + n
-        return b"".join(parts)            # each buffer copied once (not into a bytearray, then out of it)
+        return parts
 
     def write_segment(self, path: str) -> None:
         """Write the pack into a segment file (mode 0600) at ``path``.

@@ -6,7 +6,7 @@ import inspect
 
 from ._arity import arity_check
 from . import options as _options
-from .core import handles, refcount, serialization
+from .core import context, handles, refcount, serialization
 
 
 def method(*args, **kwargs):
@@ -224,11 +224,10 @@ class ActorMethod:
                         f"'object.{self._info.name}()', try 'object.{self._info.name}.remote()'.")
 
     def remote(self, *args, **kwargs):
-        from . import _api
         arity = self._info.arity
         if arity is not None:
             arity.check(self._info.name, args, kwargs)
-        return _api._runtime().submit_actor_call(self._handle, self._info, args, kwargs, self._num_returns)
+        return context.runtime().submit_actor_call(self._handle, self._info, args, kwargs, self._num_returns)
 
     def options(self, **method_options):
         for key in method_options:
@@ -256,3 +255,4 @@ def exit_actor():
         from .exceptions import AsyncioActorExit
         raise AsyncioActorExit()
     raise SystemExit(0)
+

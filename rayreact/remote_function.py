@@ -7,6 +7,7 @@ import inspect
 
 from ._arity import arity_check
 from . import options as _options
+from .core import context
 
 
 class RemoteFunction:
@@ -54,10 +55,9 @@ class RemoteFunction:
         raise NotImplementedError("DAG building (.bind) is not supported by rayreact")
 
     def _remote(self, args, kwargs, task_options):
-        from . import _api
         if self._arity is not None:
             self._arity.check(self._function.__qualname__, args, kwargs)
-        return _api._runtime().submit_task(self, args, kwargs, task_options)
+        return context.runtime().submit_task(self, args, kwargs, task_options)
 
     def __reduce__(self):
         return (RemoteFunction, (self._function, self._default_options))

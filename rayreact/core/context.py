@@ -7,6 +7,15 @@ def get():
     return current
 
 
+def runtime():
+    """This process' runtime, for the API's hot paths (``.remote``): an import only when init() must run."""
+    rt = current
+    if rt is None:
+        from .. import _api
+        rt = _api._runtime()
+    return rt
+
+
 class RuntimeHooks:
     """Notifications the API objects send to the runtime of their process; no-ops unless overridden.
 

@@ -46,6 +46,8 @@ class Explanation:
             lines.append("latest plan: " + _readable(self.plan, self.plan.describe()).replace("\n", "\n  "))
         for r in self.runs:
             state = "replaying" if r["ended"] is None else f"ended: {r['reason']}"
+            if r.get("handing_over"):
+                state += "; handing its values over"
             workers = ", ".join(f"{_readable(r['plan'], name)} pid {pid}" for name, (pid, cls) in r["workers"].items())
             lines.append(f"run {r['number']}: period {r['plan'].period}, from event {r['first']}, "
                          f"{r['periods']} periods ({state}); {workers}")

@@ -1456,6 +1456,7 @@ class ReplayRun:
             "started": self.started - self.reactor.started,
             "ended": None if self.ended is None else self.ended - self.reactor.started,
             "reason": self.end_reason,
+            "handing_over": self.handover is not None and self.handover.is_alive(),
             "workers": {name: (link.pid, link.actor.class_name) for name, link in self.links.items()},
             "timeline": timeline or {},
             "driver": (os.getpid(), list(self.driver_log)),

@@ -1214,16 +1214,20 @@ class ReplayRun:
             logger.exception("rayreact: handing replayed values over to the dynamic runtime failed")
             self._fill_lost(alive)
         finally:
-            self._give_back_workers()
-            for desc in self.handed.values():
-                if desc[0] == serialization.SEGMENT:
-                    try:
-                        os.unlink(desc[1])
-                    except OSError:
-                        pass
-            self.handed.clear()
-            self._cleanup()
-            self.reactor.handed_over(self)
+            try:
+                self._give_back_workers()
+                for desc in self.handed.values():
+                    if desc[0] == serialization.SEGMENT:
+                        try:
+                            os.unlink(desc[1])
+                        except OSError:
+                            pass
+                self.handed.clear()
+                self._cleanup()
+            except Exception:  # noqa: BLE001 - the next run must not wait for this one forever
+                logger.exception("rayreact: cleaning up after a replay run failed")
+            finally:
+                self.reactor.handed_over(self)
 
     def _drain_links(self):
         while not self.abandoned:

@@ -59,11 +59,16 @@ def _dtype(name):
     return dt
 
 
-for _code, _name in ((0x72725201, "rebuild_array"), (0x72725202, "rebuild_scalar")):
-    try:
-        copyreg.add_extension(__name__, _name, _code)
-    except ValueError:        # code or name already taken (a reload): packs then name the function
-        pass
+def name_by_code(module, codes):
+    """Register ``module``'s rebuild functions {name: code} as copyreg extensions (see above)."""
+    for name, code in codes.items():
+        try:
+            copyreg.add_extension(module, name, code)
+        except ValueError:    # code or name already taken (a reload): packs then name the function
+            pass
+
+
+name_by_code(__name__, {"rebuild_array": 0x72725201, "rebuild_scalar": 0x72725202})
 
 
 def _numpy():

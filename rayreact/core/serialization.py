@@ -79,40 +79,42 @@ class Serialized:
             size = _align(size) + b.nbytes
         self.size = size
 
-    def _layout(self):
+    def _offsets(self):
+        """[(offset, length)] of the out-of-band buffers in the pack, each 64-aligned after the in-band pickle."""
         offsets = []
-        pos = _align(_HEADER.size + _BUFENTRY.size * len(self.buffers))
-        inband_at = pos
-        pos += len(self.inband)
+        pos = _align(_HEADER.size + _BUFENTRY.size * len(self.buffers)) + len(self.inband)
         for b in self.buffers:
             pos = _align(pos)
             offsets.append((pos, b.nbytes))
             pos += b.nbytes
-        header = _HEADER.pack(MAGIC, len(self.buffers), len(self.inband)) + b"".join(
+        return offsets
+
+    def _header(self, offsets) -> bytes:
+        """The header and buffer table, zero-padded to where the in-band pickle starts."""
+        header = _HEADER.pack(MAGIC, len(offsets), len(self.inband)) + b"".join(
             _BUFENTRY.pack(o, n) for o, n in offsets)
-        return header, inband_at, offsets
+        return header + b"\0" * (_align(len(header)) - len(header))
 
     def head_for(self, offsets) -> bytes:
         """The start of a pack whose buffers sit at ``offsets`` [(offset, length)]: header and in-band pickle."""
-        header = _HEADER.pack(MAGIC, len(offsets), len(self.inband)) + b"".join(
-            _BUFENTRY.pack(o, n) for o, n in offsets)
-        return header + b"\0" * (_align(len(header)) - len(header)) + self.inband
+        return self._header(offsets) + self.inband
 
     def pack(self) -> bytes:
         """The whole pack as one bytes object (for inline transport)."""
-        if not self.buffers:
-            header = _HEADER.pack(MAGIC, 0, len(self.inband))
-            return header + b"\0" * (_align(len(header)) - len(header)) + self.inband
         return b"".join(self.parts())     # each buffer copied once (not into a bytearray, then out of it)
 
-    def parts(self) -> list:
-        """The pack as the buffers it is made of, in order (a ring writes them as one frame, unjoined).
-        The buffers are the value's own memory: write them before anything can change it."""
-        header, inband_at, offsets = self._layout()
-        parts = [header, b"\0" * (inband_at - len(header)), self.inband]
-        pos = inband_at + len(self.inband)
+    def parts(self, offsets=None) -> list:
+        """The pack as the buffers it is made of, in order (a ring writes them as one frame, unjoined; a
+        segment is written from them).  The buffers are the value's own memory: write them before
+        anything can change it."""
+        if offsets is None:
+            offsets = self._offsets()
+        header = self._header(offsets)
+        parts = [header, self.inband]
+        pos = len(header) + len(self.inband)
         for (o, n), b in zip(offsets, self.buffers):
-            parts.append(b"\0" * (o - pos))
+            if o > pos:
+                parts.append(b"\0" * (o - pos))
             parts.append(b.cast("B") if b.ndim != 1 or b.format != "B" else b)
             pos = o + n
         return parts
@@ -127,7 +129,8 @@ class Serialized:
         """
         if snapshots.link_if_same(self, path):
             return
-        header, inband_at, offsets = self._layout()
+        offsets = self._offsets()
+        parts = self.parts(offsets)
         w = segment_pool.take(path, self.size)
         if w is None and snapshots.surrender(self.size):
             w = segment_pool.take(path, self.size)
@@ -136,14 +139,14 @@ class Serialized:
             if w is not None:
                 dst = memoryview(w.mm)
                 try:
-                    dst[:len(header)] = header
-                    dst[inband_at:inband_at + len(self.inband)] = self.inband
-                    for (o, n), b in zip(offsets, self.buffers):
-                        _copy(dst[o:o + n], b.cast("B") if b.ndim != 1 or b.format != "B" else b)
+                    at = 0
+                    for part in parts:
+                        _copy(dst[at:at + len(part)], part)
+                        at += len(part)
                 finally:
                     del dst
             else:
-                self._write_fresh(path, header, inband_at, offsets)
+                self._write_fresh(path, parts)
         except BaseException:
             snapshots.let_go(watches)
             raise
@@ -151,16 +154,9 @@ class Serialized:
         if w is not None:
             segment_pool.written(w)
 
-    def _write_fresh(self, path, header, inband_at, offsets):
+    def _write_fresh(self, path, parts):
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            parts = [header, b"\0" * (inband_at - len(header)), self.inband]
-            pos = inband_at + len(self.inband)
-            for (o, n), b in zip(offsets, self.buffers):
-                if o > pos:
-                    parts.append(b"\0" * (o - pos))
-                parts.append(b.cast("B") if b.ndim != 1 or b.format != "B" else b)
-                pos = o + n
             _write_all(fd, parts)
             if self.size >= MIN_POOLED and self.size % PAGE:
                 # Whole pages: values of similar sizes then reuse the file as it is once it is pooled.

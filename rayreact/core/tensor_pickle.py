@@ -21,12 +21,17 @@ import copyreg
 import pickle
 import sys
 
+from . import plain_pickle
+
 
 def rebuild_tensor(data, dtype, shape):
     import numpy
     import torch
     # Reshaped by torch, not numpy: torch's own strides, also for empty tensors.
     return torch.from_numpy(numpy.frombuffer(data, dtype=dtype).copy()).reshape(shape)
+
+
+plain_pickle.name_by_code(__name__, {"rebuild_tensor": 0x72725203})
 
 
 def _reduce_tensor(tensor):

@@ -972,12 +972,18 @@ def test_ctrl_c_during_a_replayed_get(ray, tmp_path):
     started, late = tmp_path / "s40", tmp_path / "late"
     ref = gate.start_then_pass_when.remote(str(started), str(late), 40)
 
+    # The signal is sent only once the main thread is inside the `pytest.raises` block: sent earlier (during
+    # Thread.start, say) the KeyboardInterrupt would escape it and end the whole pytest session.
+    inside = threading.Event()
+
     def interrupt():
         wait_for_file(str(started))
+        inside.wait()
         os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=interrupt, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
+        inside.set()
         ray.get(ref)
     assert not late.exists()                     # so the get returned while the call was still waiting
     late.write_text("go")

@@ -6,6 +6,7 @@ from setuptools import Extension, setup
 extensions = [
     Extension("rayreact.core.channel", ["rayreact/core/channel.pyx"], include_dirs=["rayreact/core"],
               extra_compile_args=["-O3"]),
+    Extension("rayreact.core.classify", ["rayreact/core/classify.pyx"], extra_compile_args=["-O3"]),
     Extension("rayreact.core.reactor", ["rayreact/core/reactor.pyx"], include_dirs=["rayreact/core"],
               extra_compile_args=["-O3"]),
     Extension("rayreact.core.arena", ["rayreact/core/arena.pyx"], include_dirs=[numpy.get_include()],

@@ -15,7 +15,7 @@ import sys
 def _run(argv):
     parser = argparse.ArgumentParser(prog="rayreact run", description=_run.__doc__)
     parser.add_argument("--no-reactor", action="store_true", help="replay off: dynamic runtime only")
-    parser.add_argument("--trace", metavar="PATH", help="write a JSON-lines call trace (see rayreact.compat.trace)")
+    parser.add_argument("--trace", metavar="PATH", help="write a JSON-lines call trace (see rayreact.core.trace)")
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     ns = parser.parse_args(argv)

@@ -9,7 +9,8 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
-from rayreact.compat import diff, trace
+from rayreact.compat import diff
+from rayreact.core import trace
 
 
 # ---------------------------------------------------------------- digests
@@ -82,7 +83,7 @@ def test_cycles_do_not_recurse_forever():
 
 
 def test_digest_does_not_depend_on_hash_seed():
-    code = ("from rayreact.compat import trace; "
+    code = ("from rayreact.core import trace; "
             "print(trace.digest({'s': {'alpha', 'beta', 'gamma', 'delta'}, 'f': frozenset([3.5, 'q'])}))")
     outs = set()
     for seed in ("1", "2", "3"):

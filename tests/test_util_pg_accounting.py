@@ -6,7 +6,7 @@ a node of its own (a mapping of totals) so every rule can be checked directly.
 
 import pytest
 
-from rayreact.util._pg_accounting import ResourceLedger
+from rayreact.core.pg_accounting import ResourceLedger
 
 A, B, C = b"a" * 18, b"b" * 18, b"c" * 18
 

@@ -25,8 +25,11 @@ import json
 import os
 import sys
 
+from rayreact.core.zygote import SETUP_HOOKS_VAR
+
 ENV_VAR = "RAYREACT_RAY_ALIAS"        # the overrides, as JSON
-ENV_FLAG = "RAYREACT_ALIAS_RAY"       # "1": workers install the alias (read by rayreact's zygote)
+ENV_FLAG = "RAYREACT_ALIAS_RAY"       # "1": workers install the alias
+_SETUP_HOOK = "rayreact.compat.alias:install_from_env"
 
 # Ray modules served by something other than rayreact.<same path>.
 DEFAULT_OVERRIDES = {}
@@ -115,10 +118,18 @@ def install(overrides=None):
         _FINDER.overrides.update(overrides or {})
     os.environ[ENV_VAR] = json.dumps(_FINDER.overrides)
     os.environ[ENV_FLAG] = "1"
+    _register_worker_setup()
     import rayreact
 
     sys.modules["ray"] = rayreact
     return _FINDER
+
+
+def _register_worker_setup():
+    """Have every worker this process starts install the alias first (see rayreact.core.zygote)."""
+    hooks = [h for h in os.environ.get(SETUP_HOOKS_VAR, "").split(",") if h]
+    if _SETUP_HOOK not in hooks:
+        os.environ[SETUP_HOOKS_VAR] = ",".join(hooks + [_SETUP_HOOK])
 
 
 def install_from_env():
@@ -135,6 +146,11 @@ def uninstall():
         _FINDER = None
     os.environ.pop(ENV_VAR, None)
     os.environ.pop(ENV_FLAG, None)
+    hooks = [h for h in os.environ.get(SETUP_HOOKS_VAR, "").split(",") if h and h != _SETUP_HOOK]
+    if hooks:
+        os.environ[SETUP_HOOKS_VAR] = ",".join(hooks)
+    else:
+        os.environ.pop(SETUP_HOOKS_VAR, None)
     for name in [n for n in sys.modules if n == "ray" or n.startswith("ray.")]:
         module = sys.modules[name]
         if getattr(module, "__name__", "").partition(".")[0] != "ray":

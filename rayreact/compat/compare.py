@@ -27,7 +27,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from rayreact.compat import diff, trace
+from rayreact.compat import diff
+from rayreact.core import trace
 
 
 @dataclass
@@ -69,7 +70,8 @@ def build_parser():
 
 def _env(seed, extra=None, drop=()):
     env = dict(os.environ)
-    for name in (trace.ENV_VAR, "RAY_ADDRESS", "RAYREACT_RAY_ALIAS", "RAYREACT_ALIAS_RAY", *drop):
+    for name in (trace.ENV_VAR, "RAY_ADDRESS", "RAYREACT_RAY_ALIAS", "RAYREACT_ALIAS_RAY", "RAYREACT_WORKER_SETUP",
+                 *drop):
         env.pop(name, None)
     env["PYTHONHASHSEED"] = str(seed)
     env.update(extra or {})

@@ -1,6 +1,6 @@
 """Compare traces of one script: real Ray (one or more runs) against a candidate.
 
-Pure functions over event lists (see :mod:`rayreact.compat.trace` for the format)
+Pure functions over event lists (see :mod:`rayreact.core.trace` for the format)
 and captured stdout; no processes.
 
 A trace is cut into *units*: each actor (its key) with its calls in execution

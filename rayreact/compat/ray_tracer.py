@@ -10,7 +10,7 @@ Ray's worker processes:
 * an actor **class** is replaced by a subclass of the same name whose public
   methods write ``actor_call`` events and whose ``__init__`` writes the
   ``actor_create`` event.  The actor's key is assigned where ``.remote()`` is
-  called (:func:`rayreact.compat.trace.actor_key`) by a thin stand-in for the
+  called (:func:`rayreact.core.trace.actor_key`) by a thin stand-in for the
   actor class, and travels to the actor as a hidden keyword argument that the
   subclass removes before the user's ``__init__`` sees the arguments.
 
@@ -28,7 +28,7 @@ import inspect
 import sys
 import threading
 
-from rayreact.compat import trace
+from rayreact.core import trace
 
 HIDDEN_KWARG = "__rayreact_trace__"
 _MARK = "_rayreact_traced"

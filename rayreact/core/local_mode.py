@@ -274,7 +274,7 @@ class LocalRuntime(context.RuntimeHooks):
 
     def placement_group_call(self, verb, payload):
         if not hasattr(self, "_ledger"):
-            from ..util._pg_accounting import ResourceLedger
+            from .pg_accounting import ResourceLedger
             self._ledger = ResourceLedger(self)
         return self._ledger.handle(verb, payload)
 

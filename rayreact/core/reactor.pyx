@@ -58,6 +58,7 @@ from .. import exceptions
 from . import channel, generator_returns, ids, protocol, refcount, serialization
 from .handoff import handoff
 from .channel cimport _Mapped
+from .classify cimport NOT_PLAIN, PLAIN_NUMPY, classify
 
 cdef extern from "channel_sync.h" nogil:
     uint32_t load_u32(uint32_t* p)
@@ -72,11 +73,6 @@ cdef extern from "channel_sync.h" nogil:
 cdef extern from "Python.h":
     int PyErr_CheckSignals() except -1
 
-try:
-    import numpy as _np
-    _ndarray, _npgeneric = _np.ndarray, _np.generic
-except ImportError:  # pragma: no cover
-    _ndarray = _npgeneric = None
 _PLAIN = (int, float, bool, str, bytes, type(None))      # not ObjectRef: a ref in a replayed literal deviates
 _task_id = ids.task_id
 
@@ -250,38 +246,6 @@ def frame_for(int conn, int64_t index, Token tok, link=None):
         if link is not None:
             flags |= F_SEGMENT
     return _token_header_pack(TOKEN, conn, index, flags) + bytes(body)
-
-
-DEF NOT_PLAIN = 0
-DEF PLAIN = 1
-DEF PLAIN_NUMPY = 2     # plain, with numpy arrays or scalars inside (plain_pickle's compact forms)
-
-
-cpdef int classify(value, plain_types, int max_depth, int depth=0) except -1:
-    """PLAIN if the stock C pickler takes ``value`` exactly as cloudpickle would (no code: only ``plain_types``
-    and containers of them, ``max_depth`` levels deep); PLAIN_NUMPY if so and numpy arrays or scalars are in
-    it (plain_pickle's compact forms then); else NOT_PLAIN.  serialization.serialize asks too."""
-    kind = type(value)
-    if kind in plain_types:
-        return PLAIN
-    if kind is _ndarray:
-        return NOT_PLAIN if value.dtype.hasobject else PLAIN_NUMPY
-    if _npgeneric is not None and isinstance(value, _npgeneric):
-        return PLAIN_NUMPY if kind.__module__ == "numpy" else NOT_PLAIN
-    if depth >= max_depth or not (kind is tuple or kind is list or kind is dict) or len(value) > 64:
-        return NOT_PLAIN
-    if kind is dict:
-        for k in value:
-            if type(k) not in plain_types:
-                return NOT_PLAIN
-        value = value.values()
-    cdef int worst = PLAIN, one
-    for v in value:
-        one = classify(v, plain_types, max_depth, depth + 1)
-        if one == NOT_PLAIN:
-            return NOT_PLAIN
-        worst = max(worst, one)
-    return worst
 
 
 _HDR = serialization._HEADER

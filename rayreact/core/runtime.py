@@ -1807,7 +1807,7 @@ class Runtime(context.RuntimeHooks):
 
     def _ledger(self):
         if self._placement is None:
-            from ..util import _pg_accounting
+            from . import pg_accounting as _pg_accounting
             self._placement = _pg_accounting.ResourceLedger(self)
         return self._placement
 

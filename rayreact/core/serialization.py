@@ -30,6 +30,7 @@ import cloudpickle
 
 from .. import exceptions
 from . import plain_pickle, tensor_pickle
+from .classify import classify as _classify
 from .segments import (MIN_POOLED, PAGE, SegmentCache, map_segment, page_round, read_maps,  # noqa: F401
                        segment_pool)
 from .snapshots import snapshots
@@ -212,16 +213,11 @@ def register_simple_type(t):
     _SIMPLE_TYPES.add(t)
 
 
-NOT_SIMPLE, SIMPLE, SIMPLE_NUMPY = 0, 1, 2       # reactor.classify's NOT_PLAIN, PLAIN, PLAIN_NUMPY
-_classify = None
+NOT_SIMPLE, SIMPLE, SIMPLE_NUMPY = 0, 1, 2       # classify's NOT_PLAIN, PLAIN, PLAIN_NUMPY
 
 
 def _simplicity(value):
     """SIMPLE: the C pickler handles ``value`` exactly as cloudpickle would; SIMPLE_NUMPY: so, and numpy is in it."""
-    global _classify
-    if _classify is None:
-        from . import reactor          # (compiled; it imports this module, so not at the top)
-        _classify = reactor.classify
     return _classify(value, _SIMPLE_TYPES, 3)
 
 

@@ -98,11 +98,20 @@ def captured_options(worker, options):
     if pg is None or not pg[1] or options.get("scheduling_strategy") is not None \
             or options.get("placement_group") is not None:
         return options
-    from ..runtime_context import PlacementGroupID
-    from ..util.placement_group import PlacementGroup
-    from ..util.scheduling_strategies import PlacementGroupSchedulingStrategy
-    group = PlacementGroup(PlacementGroupID.from_hex(pg[0]))
-    return {**options, "scheduling_strategy": PlacementGroupSchedulingStrategy(group, -1, True)}
+    return {**options, "placement_group": CapturedGroup(bytes.fromhex(pg[0])), "placement_group_bundle_index": -1,
+            "placement_group_capture_child_tasks": True}
+
+
+class CapturedGroup:
+    """The placement group a child task inherits, as the driver's scheduler reads an option's group (``.id``)."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, group_id):
+        self.id = group_id
+
+    def __reduce__(self):
+        return (CapturedGroup, (self.id,))
 
 
 def submit_task_from_worker(worker, remote_function, args, kwargs, options):

@@ -1,4 +1,4 @@
-"""The worker's side of ``RAYREACT_TRACE``: one event per executed user call (see rayreact.compat.trace).
+"""The worker's side of ``RAYREACT_TRACE``: one event per executed user call (see rayreact.core.trace).
 
 Costs nothing when tracing is off: workers hold ``None`` instead of a Tracer.
 """
@@ -10,7 +10,7 @@ import inspect
 
 class Tracer:
     def __init__(self, writer):
-        from ..compat import trace
+        from . import trace
         self._trace = trace
         self._writer = writer
         self._seq = 0
@@ -18,7 +18,7 @@ class Tracer:
 
     @classmethod
     def from_environment(cls):
-        from ..compat import trace
+        from . import trace
         writer = trace.active_writer()
         return None if writer is None else cls(writer)
 
@@ -63,7 +63,7 @@ def _call(fn, args, kwargs):
 
 def creating_actor_key(class_name):
     """In the creating process: the key the new actor's events carry (None when tracing is off)."""
-    from ..compat import trace
+    from . import trace
     if trace.active_writer() is None:
         return None
     return trace.actor_key(class_name)

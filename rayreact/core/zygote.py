@@ -21,6 +21,7 @@ of them are killed at once, the next ``init`` removes what they left.
 from __future__ import annotations
 
 import glob
+import importlib
 import os
 import pickle
 import select
@@ -33,6 +34,7 @@ from rayreact.core.libc import libc
 _LEN = struct.Struct("<I")
 PR_SET_PDEATHSIG = 1
 PARENT_CHECK_SECONDS = 1.0
+SETUP_HOOKS_VAR = "RAYREACT_WORKER_SETUP"   # "module:function,...": called in each worker before any user code
 
 
 def set_parent_death_signal(sig=signal.SIGKILL):
@@ -90,10 +92,11 @@ def main():
     except ImportError:
         pass
     from rayreact.core import channel, protocol, worker
-    if os.environ.get("RAYREACT_ALIAS_RAY") == "1":
-        # The driver runs an unmodified Ray script: code pickled there says "import ray".
-        from rayreact.compat import alias
-        alias.install()
+    # Start-up hooks the driver's layers above the core registered (``rayreact run`` aliases ``ray``: code
+    # pickled there says "import ray"); named in the environment, so the core imports nothing above it.
+    for hook in filter(None, os.environ.get(SETUP_HOOKS_VAR, "").split(",")):
+        module, _, function = hook.partition(":")
+        getattr(importlib.import_module(module), function)()
     for mod in config.get("preload", ()):
         try:
             __import__(mod)

@@ -5,7 +5,7 @@ reserves the sum of its bundles from the node (at once if they fit, otherwise
 as soon as they do); tasks and actors run in it with
 ``scheduling_strategy=PlacementGroupSchedulingStrategy(pg, bundle_index)`` and
 take their resources from a bundle. The bookkeeping is
-``rayreact.util._pg_accounting.ResourceLedger``, owned by the core's scheduler;
+``rayreact.core.pg_accounting.ResourceLedger``, owned by the core's scheduler;
 this module validates and forwards requests to it. For the core's ``.remote()``
 there are Ray's submission checks, ``check_placement_group_index`` and
 ``_validate_resource_shape``, so that a request no bundle can hold fails at once.

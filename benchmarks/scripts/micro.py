@@ -2,7 +2,9 @@
 
 Measures, in one session: ``ray.init``; the first task after init (cold
 start) and init plus that task (the wait before a script's first result); a synchronous task round trip; a synchronous actor-call round trip; a
-fan-out of 1,000 tasks gathered with one ``ray.get``; ``ray.get(ray.put(a))``
+fan-out of 1,000 tasks gathered with one ``ray.get``; a one-shot fan-out of 2,000 trivial tasks (no
+repetition, so no replay), beside the same 2,000 through ``multiprocessing.Pool.apply_async`` (fork, one
+process per core, started before ``ray.init``: the peer a user would pick); ``ray.get(ray.put(a))``
 of a 128 MB array; and a 128 MB array passed by value as a task argument: unchanged, with
 one element changed before each call, and rewritten before each call.
 Prints one line per operation (time per operation) and a checksum of every
@@ -14,6 +16,8 @@ result, which is the same on every Ray-compatible backend.
 
 import argparse
 import json
+import multiprocessing
+import os
 import time
 
 import numpy as np
@@ -26,13 +30,14 @@ def parse_args():
     parser.add_argument("--calls", type=int, default=2000, help="round trips per latency figure")
     parser.add_argument("--fanout", type=int, default=1000, help="tasks per fan-out")
     parser.add_argument("--fanout-repeats", type=int, default=5)
+    parser.add_argument("--one-shot", type=int, default=2000, help="tasks in the one-shot fan-out")
     parser.add_argument("--array-mb", type=int, default=128)
     parser.add_argument("--array-repeats", type=int, default=10)
     parser.add_argument("--num-cpus", type=int, default=None, help="passed to ray.init")
     parser.add_argument("--report", help="also write the summary as JSON to this file")
     args = parser.parse_args()
     if args.quick:
-        args.calls, args.fanout, args.fanout_repeats = 50, 100, 1
+        args.calls, args.fanout, args.fanout_repeats, args.one_shot = 50, 100, 1, 200
         args.array_mb, args.array_repeats = 16, 2
     return args
 
@@ -40,6 +45,25 @@ def parse_args():
 @ray.remote
 def noop(i):
     return i
+
+
+def triple(i):
+    return 3 * i
+
+
+@ray.remote
+def triple_task(i):
+    return triple(i)
+
+
+def pool_fanout(tasks):
+    """(seconds, results) of ``tasks`` trivial calls through a warm fork Pool with one process per core."""
+    with multiprocessing.get_context("fork").Pool(os.cpu_count()) as pool:
+        pool.map(triple, range(2 * os.cpu_count()))     # the processes are up
+        start = time.perf_counter()
+        pending = [pool.apply_async(triple, (i,)) for i in range(tasks)]
+        results = [p.get() for p in pending]
+        return time.perf_counter() - start, results
 
 
 @ray.remote
@@ -75,6 +99,9 @@ def main():
         ops.append({"name": name, "value": value, "unit": unit})
         print(f"{name}: {value:.1f} {unit}", flush=True)
 
+    # Before init: a fork after it would copy the runtime's threads.
+    pool_seconds, pool_results = pool_fanout(args.one_shot)
+
     start = time.perf_counter()
     ray.init(num_cpus=args.num_cpus, include_dashboard=False)
     initialized = time.perf_counter()
@@ -100,6 +127,16 @@ def main():
                                 args.fanout_repeats)
     checksum += sum(results)
     record(f"{args.fanout}-task fan-out", per_fanout, "ms")
+
+    start = time.perf_counter()
+    results = ray.get([triple_task.remote(i) for i in range(args.one_shot)])
+    one_shot = time.perf_counter() - start
+    assert results == pool_results
+    checksum += sum(results)
+    record(f"{args.one_shot}-task one-shot fan-out", one_shot, "ms")
+    ops[-1]["peer"] = {"name": "multiprocessing.Pool.apply_async", "value": pool_seconds * 1e3}
+    record(f"{args.one_shot} tasks through multiprocessing.Pool.apply_async (fork, {os.cpu_count()} processes)",
+           pool_seconds, "ms")
 
     array = np.arange(args.array_mb * 2**20 // 8, dtype=np.float64)
     per_op, results = timed(lambda _: ray.get(ray.put(array)), args.array_repeats)

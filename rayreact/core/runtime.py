@@ -912,31 +912,33 @@ class Runtime(context.RuntimeHooks):
             self.free_gpu_ids.sort()
 
     def _schedule(self):
-        """Start every queued task that fits; keep the pool big enough for what waits."""
-        if not self.task_queue:
+        """Start queued tasks in order while a task worker is idle; keep the pool big enough for what waits.
+
+        The scan stops at the first task that finds no idle worker: every task needs one, so what follows
+        could not start either (scanning on would make a fan-out quadratic: each submission and each
+        finished task rescanned the whole queue).  Tasks passed over for lack of resources keep their place.
+        """
+        queue = self.task_queue
+        if not queue:
             return
-        still = collections.deque()
-        while self.task_queue:
-            spec = self.task_queue.popleft()
-            if spec.cancelled:
-                continue
-            res = spec.resources
-            ledger_ok = self._pg_fits(spec) if spec.pg else self._fits(res)
-            if not ledger_ok:
-                if not spec.pg and not self._feasible(res):
-                    key = tuple(sorted(res.items()))
-                    if key not in self._infeasible_warned:
-                        self._infeasible_warned.add(key)
-                        warnings.warn(
-                            f"The following resource request cannot be scheduled right now: {dict(res)}. "
-                            f"This node has {self.total}; the task will wait until resources are added.",
-                            stacklevel=2)
-                still.append(spec)
-                continue
+        passed_over = []
+        while queue:
             w = self._idle_task_worker()
             if w is None:
-                still.append(spec)
-                self._grow_pool(len(still) + len(self.task_queue))
+                waiting = len(passed_over) + len(queue)
+                while self._grow_pool(waiting):
+                    pass
+                break
+            spec = queue.popleft()
+            if spec.cancelled:
+                self.idle_task_workers.append(w)
+                continue
+            res = spec.resources
+            if not (self._pg_fits(spec) if spec.pg else self._fits(res)):
+                self.idle_task_workers.append(w)
+                if not spec.pg and not self._feasible(res):
+                    self._warn_infeasible(res)
+                passed_over.append(spec)
                 continue
             if spec.pg:
                 self._pg_acquire(spec)
@@ -944,7 +946,15 @@ class Runtime(context.RuntimeHooks):
                 self._acquire(res)
             spec.gpu_ids = self._take_gpus(res.get("GPU", 0))
             self._dispatch_task(w, spec)
-        self.task_queue = still
+        queue.extendleft(reversed(passed_over))
+
+    def _warn_infeasible(self, res):
+        key = tuple(sorted(res.items()))
+        if key not in self._infeasible_warned:
+            self._infeasible_warned.add(key)
+            warnings.warn(f"The following resource request cannot be scheduled right now: {dict(res)}. "
+                          f"This node has {self.total}; the task will wait until resources are added.",
+                          stacklevel=3)
 
     def _idle_task_worker(self):
         while self.idle_task_workers:
@@ -954,12 +964,15 @@ class Runtime(context.RuntimeHooks):
         return None
 
     def _grow_pool(self, waiting):
+        """Start one more task worker if tasks wait and the pool is below its target: True if it did."""
         live = sum(1 for w in self.workers.values() if w.kind == "task" and not w.dead and not w.pinned)
         blocked = sum(1 for w in self.workers.values() if w.kind == "task" and not w.dead and w.blocked)
         target = self._pool_target + blocked
         if waiting and live < target and self._starting_task_workers < waiting:
             self._starting_task_workers += 1
             self._spawn_worker("task")
+            return True
+        return False
 
     def lendable_task_workers(self):
         """Started pool workers that run nothing and are lent to no replay, least recently used first."""

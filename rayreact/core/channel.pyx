@@ -76,6 +76,7 @@ DEF DB_INTERRUPTS = 112     # u32, in a worker's doorbell: SIGINTs its task code
 DEF DB_CANCEL_AT = 120      # u64, in a worker's doorbell: 1 + the replayed invocation ray.cancel stops (0: none)
 DEF DB_BG_SEQ = 64
 DEF DB_BG_SLEEPERS = 68
+DEF DB_CANCEL_TASK = 80    # u64, in a worker's doorbell: the tag (ids.tag64) of the dynamic task a SIGINT is for
 DEF DB_SIZE = 128
 
 cdef double SPIN_SECONDS = 50e-6
@@ -242,6 +243,15 @@ cdef class Doorbell:
     def cancelled_invocation(self):
         """The invocation ``cancel_invocation`` named last (-1: none)."""
         return <int64_t>load_u64(<uint64_t*>(self.mapped.base + DB_CANCEL_AT)) - 1
+
+    def cancel_task(self, uint64_t tag):
+        """(Driver) the SIGINTs that follow are for the dynamic task tagged ``tag`` only: a worker running
+        another one (the next task of its pipeline, say) ignores them."""
+        store_u64(<uint64_t*>(self.mapped.base + DB_CANCEL_TASK), tag)
+
+    def cancelled_task(self):
+        """The tag ``cancel_task`` named last (0: none)."""
+        return load_u64(<uint64_t*>(self.mapped.base + DB_CANCEL_TASK))
 
     def asleep(self):
         """Whether a thread of the owning process sleeps on the active word now."""

@@ -4,6 +4,7 @@ Any process may mint ids without asking the driver, which keeps ``.remote()``
 free of round trips in workers too.
 """
 
+import hashlib
 import itertools
 import os
 
@@ -29,3 +30,8 @@ def actor_id() -> bytes:
 
 def task_id() -> bytes:
     return new_id(24)
+
+
+def tag64(some_id: bytes) -> int:
+    """A nonzero 64-bit tag of an id, the same in every process (a shared-memory word can name the id)."""
+    return int.from_bytes(hashlib.blake2b(some_id, digest_size=8).digest(), "little") or 1

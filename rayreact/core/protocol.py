@@ -8,6 +8,8 @@ Driver ──▶ worker                         Worker ──▶ driver
   REPLY       req_id, payload                EXITING     reason
   EXIT        —
   CANCEL      task_id
+  DROP        task_id  (give back a task sent        DROPPED     task_id  (given back unstarted)
+              behind another, if not started)
                                                                                          Zygote ──▶ driver
                                              SPAWNED     worker_index, pid
                                              DIED        pid, status
@@ -21,7 +23,8 @@ import pickle
 
 DEFINE, RUN_TASK, CREATE, CALL, REPLY, EXIT, CANCEL = range(7)
 REACTOR = 8        # ('start', program) | ('ack', plan): a replayed plan (see core.reactor)
-READY, DONE, REQUEST, RELEASE, EXITING, SPAWNED, DIED, STREAM_ITEM = range(10, 18)
+DROP = 9
+READY, DONE, REQUEST, RELEASE, EXITING, SPAWNED, DIED, STREAM_ITEM, DROPPED = range(10, 19)
 
 # Nested API verbs a worker asks the driver to carry out.
 (V_SUBMIT_TASK, V_CREATE_ACTOR, V_SUBMIT_CALL, V_GET, V_WAIT, V_PUT, V_KILL, V_CANCEL, V_GET_ACTOR,

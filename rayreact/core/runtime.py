@@ -67,7 +67,7 @@ class ObjectEntry:
 class TaskSpec:
     __slots__ = ("task_id", "code_id", "code", "name", "args_desc", "direct", "return_ids", "num_returns",
                  "resources", "retries_left", "retry_exceptions", "caller", "actor_id", "method", "unresolved",
-                 "worker", "env", "cancelled", "held", "is_create", "gpu_ids", "pg")
+                 "worker", "env", "cancelled", "held", "is_create", "gpu_ids", "pg", "started")
 
     def __init__(self):
         self.unresolved = 0
@@ -78,6 +78,7 @@ class TaskSpec:
         self.is_create = False
         self.gpu_ids = ()
         self.pg = None
+        self.started = None              # when it started on its worker (monotonic), for _note_task_time
 
 
 class WorkerProc:
@@ -95,6 +96,7 @@ class WorkerProc:
         self.outbox = collections.deque()
         self.defined = set()
         self.task = None                 # running TaskSpec (task workers)
+        self.pipelined = collections.deque()   # TaskSpecs sent behind ``task``, not known to have started
         self.blocked = 0                 # nested gets in progress
         self.pinned = False              # lent to a replay (a task reactor): no dynamic task goes here
         self.actor = None
@@ -205,6 +207,8 @@ class Runtime(context.RuntimeHooks):
         self._next_worker_index = 0
         self._starting_task_workers = 0
         self._infeasible_warned = set()
+        self.task_workers = []           # every pool worker started (dead ones too: few, and skipped)
+        self._task_seconds = {}          # code id -> recent run time of its tasks (whether they may pipeline)
         self._segments = serialization.SegmentCache()
         self._shutting_down = False
         self._running = True
@@ -294,6 +298,8 @@ class Runtime(context.RuntimeHooks):
         w.from_ring.writer_bell = w.bell
         w.paths = (w.to_ring.path, w.from_ring.path, w.bell.path)
         self.workers[index] = w
+        if kind == "task":
+            self.task_workers.append(w)
         self._rings.append(w.from_ring)
         self.poller.set_rings(self._rings)
         env = dict(self.env)
@@ -472,6 +478,8 @@ class Runtime(context.RuntimeHooks):
                 self._schedule()
         elif kind == protocol.EXITING:
             w.exiting = True
+        elif kind == protocol.DROPPED:
+            self._on_given_back(w, msg[1])
 
     # ================================================================== objects
     def _new_entry(self, oid, owner=None):
@@ -639,12 +647,17 @@ class Runtime(context.RuntimeHooks):
 
     def get_values(self, object_ids, timeout):
         objects = self.objects
+        first_unready = [0]      # entries a get holds refs to stay ready: each check resumes where one failed
 
         def all_ready():
-            for oid in object_ids:
-                e = objects.get(oid)
+            i, n = first_unready[0], len(object_ids)
+            while i < n:
+                e = objects.get(object_ids[i])
                 if e is None or e.state != READY:
+                    first_unready[0] = i
                     return False
+                i += 1
+            first_unready[0] = n
             return True
 
         with self._lock:
@@ -925,6 +938,12 @@ class Runtime(context.RuntimeHooks):
         while queue:
             w = self._idle_task_worker()
             if w is None:
+                if queue[0].cancelled:
+                    queue.popleft()
+                    continue
+                if self._pipeline(queue[0]):
+                    queue.popleft()
+                    continue
                 waiting = len(passed_over) + len(queue)
                 while self._grow_pool(waiting):
                     pass
@@ -974,6 +993,77 @@ class Runtime(context.RuntimeHooks):
             return True
         return False
 
+    # A fan-out of short tasks would idle every worker for most of each task, waiting a round trip through
+    # the driver for its next one.  So a task may be sent behind the one a busy pool worker runs; the worker
+    # starts it the moment the first ends.  Only tasks known to be short (a long one would hold up what waits
+    # behind it while another worker idles), of the running task's resource shape (the next takes over its
+    # share when it starts: accounting stays per running task), and never behind a task blocked in get.
+    PIPELINE_DEPTH = 1
+    PIPELINE_BELOW_SECONDS = 0.002
+
+    def _pipeline(self, spec):
+        """Send ``spec`` behind a busy pool worker's task if that may pay: True if it was sent."""
+        if spec.cancelled or not self._may_pipeline(spec):
+            return False
+        for w in self.task_workers:
+            running = w.task
+            if (running is not None and not w.dead and not w.pinned and not w.blocked
+                    and not running.cancelled
+                    and len(w.pipelined) < self.PIPELINE_DEPTH and running.resources == spec.resources
+                    and self._may_pipeline(running)):
+                spec.worker = w
+                w.pipelined.append(spec)
+                self._send_task(w, spec)
+                return True
+        return False
+
+    def _may_pipeline(self, spec):
+        if spec.pg or spec.env or spec.num_returns < 0 or "GPU" in spec.resources:
+            return False
+        seconds = self._task_seconds.get(spec.code_id)
+        return seconds is not None and seconds < self.PIPELINE_BELOW_SECONDS
+
+    def _note_task_time(self, spec):
+        if spec.started is not None:
+            took = time.monotonic() - spec.started
+            before = self._task_seconds.get(spec.code_id)
+            self._task_seconds[spec.code_id] = took if before is None else 0.75 * before + 0.25 * took
+
+    def _start_pipelined(self, w, finished):
+        """``finished`` ended on ``w``; the task sent behind it starts now, with the share it held."""
+        spec = w.pipelined.popleft()
+        spec.gpu_ids = ()
+        spec.started = time.monotonic()
+        w.task = spec
+
+    def _recall_pipelined(self, w):
+        """``w``'s task blocked: ask for the tasks sent behind it back (DROPPED, or their DONE if started)."""
+        for spec in w.pipelined:
+            self._send(w, (protocol.DROP, spec.task_id))
+
+    def _on_given_back(self, w, task_id):
+        """DROPPED: ``w`` gave back a task sent behind another before starting it; it queues again first."""
+        if w.task is not None and w.task.task_id == task_id:
+            spec = w.task                  # it had taken over the task before it
+            w.task = None
+            if w.pipelined and not w.dead:
+                self._start_pipelined(w, spec)
+            else:
+                self._release_task_resources(spec)
+                if not w.dead:
+                    self.idle_task_workers.append(w)
+        else:
+            spec = next((s for s in w.pipelined if s.task_id == task_id), None)
+            if spec is None:
+                return
+            w.pipelined.remove(spec)
+        spec.worker = None
+        if spec.cancelled:
+            self._complete_with_error(spec, exceptions.TaskCancelledError(spec.task_id.hex()))
+        else:
+            self.task_queue.appendleft(spec)
+        self._schedule()
+
     def lendable_task_workers(self):
         """Started pool workers that run nothing and are lent to no replay, least recently used first."""
         return list(dict.fromkeys(w for w in self.idle_task_workers
@@ -1005,6 +1095,10 @@ class Runtime(context.RuntimeHooks):
     def _dispatch_task(self, w, spec):
         spec.worker = w
         w.task = spec
+        spec.started = time.monotonic()
+        self._send_task(w, spec)
+
+    def _send_task(self, w, spec):
         self._ensure_defined(w, spec.code_id)
         arg_descs = self._ship_args(w, spec)
         env = spec.env
@@ -1037,8 +1131,12 @@ class Runtime(context.RuntimeHooks):
             spec = w.task
             w.task = None
             if spec is not None:
-                self._release_task_resources(spec)
-            if not w.dead:
+                self._note_task_time(spec)
+                if w.pipelined and not w.dead:
+                    self._start_pipelined(w, spec)
+                else:
+                    self._release_task_resources(spec)
+            if not w.dead and w.task is None:
                 self.idle_task_workers.append(w)
         if spec is None:
             for _, desc in results:
@@ -1387,6 +1485,11 @@ class Runtime(context.RuntimeHooks):
             self.get_waiters.pop(req, None)
         self._drop_borrows(w)
         if w.kind == "task":
+            # Tasks sent behind the running one never started: they run elsewhere, no retry spent.
+            while w.pipelined:
+                queued = w.pipelined.pop()
+                queued.worker = None
+                self.task_queue.appendleft(queued)
             spec = w.task
             w.task = None
             if spec is not None:
@@ -1505,17 +1608,20 @@ class Runtime(context.RuntimeHooks):
                 self.task_queue.remove(spec)
                 self._complete_with_error(spec, exceptions.TaskCancelledError(spec.task_id.hex()))
                 return
-        for w in self.workers.values():
-            spec = w.task
-            if spec is not None and object_id in spec.return_ids and not w.dead:
+        for w in self.task_workers:
+            for spec in (w.task, *w.pipelined):
+                if spec is None or object_id not in spec.return_ids or w.dead:
+                    continue
                 spec.cancelled = True
-                if force:
+                if force and spec is w.task:
                     self._zygote_command(("kill", w.pid))
                 else:
                     # The message first: a worker that has not started the task yet finds it and skips it.
+                    # The tag next: a SIGINT meant for this task must not stop the one it was sent behind.
                     self._send(w, (protocol.CANCEL, spec.task_id))
                     self._flush_outboxes()
-                    self.interrupt(w, lambda: w.task is spec)
+                    w.bell.cancel_task(ids.tag64(spec.task_id))
+                    self.interrupt(w, lambda w=w, spec=spec: w.task is spec)
                 return
         found = self._actor_call_returning(object_id)
         if found is not None:
@@ -1709,16 +1815,7 @@ class Runtime(context.RuntimeHooks):
         state = {"missing": missing, "blocked": False}
         key = (w.index, req_id)
         self.get_waiters[key] = state
-        if w.kind == "task" and w.task is not None:
-            # A task blocked in get gives its CPU back so nested work can run (as Ray does).
-            state["blocked"] = True
-            w.blocked += 1
-            if w.task is not None and not w.task.pg:
-                cpu = w.task.resources.get("CPU", 0)
-                self._lent_cpu += cpu
-                self._release({"CPU": cpu})
-            self._schedule()
-            self._grow_pool(len(self.task_queue))
+        state["blocked"] = self._block(w)
 
         def on_ready(oid, e, key=key, w=w, object_ids=object_ids):
             st = self.get_waiters.get(key)
@@ -1736,6 +1833,21 @@ class Runtime(context.RuntimeHooks):
             if e.dependents is None:
                 e.dependents = []
             e.dependents.append(on_ready)
+
+    def _block(self, w):
+        """A task blocked in get or wait gives its CPU back so nested work can run (as Ray does), and the
+        tasks sent behind it back to the queue: True if ``w`` runs a task (then _unblock when it resumes)."""
+        if w.kind != "task" or w.task is None:
+            return False
+        w.blocked += 1
+        if not w.task.pg:
+            cpu = w.task.resources.get("CPU", 0)
+            self._lent_cpu += cpu
+            self._release({"CPU": cpu})
+        self._recall_pipelined(w)
+        self._schedule()
+        self._grow_pool(len(self.task_queue))
+        return True
 
     def _unblock(self, w):
         w.blocked -= 1
@@ -1755,11 +1867,14 @@ class Runtime(context.RuntimeHooks):
         key = (w.index, ("wait", req_id))
         state = {"done": False}
         self.get_waiters[key] = state
+        blocked = self._block(w)
 
         def finish():
             if state["done"]:
                 return
             state["done"] = True
+            if blocked:
+                self._unblock(w)
             self.get_waiters.pop(key, None)
             self._reply(w, req_id, flags())
 

@@ -278,6 +278,8 @@ class Worker(context.RuntimeHooks):
                 self._graceful_cleanup()
         elif kind == protocol.CANCEL:
             self._on_cancel(msg[1])
+        elif kind == protocol.DROP:
+            self._give_back(msg[1])
         elif kind == protocol.REACTOR:
             from . import reactor
             reactor.handle(self, msg)
@@ -397,8 +399,11 @@ class Worker(context.RuntimeHooks):
         # The driver cancels a running task with CANCEL, then SIGINT (again, until this count moves: a signal
         # that lands just before a blocking call is only seen once the call returns).  Between tasks the
         # signal is for one that has just finished; before a task starts, _cancelled_before_start sees it.
-        if self._in_task and (self._replayed_invocation < 0
-                              or self._replayed_invocation == self._bell.cancelled_invocation()):
+        # A dynamic task takes only a SIGINT tagged for it: one sent for the task before it may land after
+        # that task ended and this one (sent behind it) started.
+        if self._in_task and (self._bell.cancelled_task() == ids.tag64(self.current_task_id)
+                              if self._replayed_invocation < 0
+                              else self._replayed_invocation == self._bell.cancelled_invocation()):
             self._bell.note_interrupt()
             raise KeyboardInterrupt
 
@@ -430,14 +435,36 @@ class Worker(context.RuntimeHooks):
             return self._cancelled_before_start(task_id)
         return False
 
-    def _cancelled_before_start(self, task_id):
-        """Whether a CANCEL of this call waits in the inbox (read ahead).  One found is taken out and noted
-        here, so the call's end forgets it: left for the loop, it would be noted after the call had ended."""
+    def _read_ahead(self):
         while True:
             raw = self._inbound.read()
             if raw is None:
                 break
             self._deferred.append(protocol.loads(raw))
+
+    def _give_back(self, task_id):
+        """DROP: the driver wants a task it sent behind another back (this worker blocked, or another is
+        idle).  Given back only if it has not started; else its DONE answers."""
+        for msg in self._deferred:
+            if msg[0] == protocol.RUN_TASK and msg[1] == task_id:
+                self._deferred.remove(msg)
+                self.send((protocol.DROPPED, task_id))
+                return
+
+    def _dropped_before_start(self, task_id):
+        """Whether a DROP of this task waits in the inbox (read ahead): then it is given back unstarted."""
+        self._read_ahead()
+        for msg in self._deferred:
+            if msg[0] == protocol.DROP and msg[1] == task_id:
+                self._deferred.remove(msg)
+                self.send((protocol.DROPPED, task_id))
+                return True
+        return False
+
+    def _cancelled_before_start(self, task_id):
+        """Whether a CANCEL of this call waits in the inbox (read ahead).  One found is taken out and noted
+        here, so the call's end forgets it: left for the loop, it would be noted after the call had ended."""
+        self._read_ahead()
         for msg in self._deferred:
             if msg[0] == protocol.CANCEL and msg[1] == task_id:
                 self._deferred.remove(msg)
@@ -447,6 +474,8 @@ class Worker(context.RuntimeHooks):
 
     def _run_task(self, msg):
         (_, task_id, code_id, name, args_desc, arg_descs, return_ids, num_returns, env, resources, pg_info) = msg
+        if self._dropped_before_start(task_id):
+            return
         self.current_pg = pg_info
         self.current_task_id = task_id
         self.current_task_name = name
@@ -761,6 +790,8 @@ class Worker(context.RuntimeHooks):
                         self._deliver_reply(msg[1], msg[2])
                     elif msg[0] == protocol.DEFINE:
                         self._code[msg[1]] = msg[2]
+                    elif msg[0] == protocol.DROP:
+                        self._give_back(msg[1])       # a task sent behind this blocked one: let another run it
                     elif self._pool is not None or self._loop is not None:
                         self._handle(msg)
                     else:

@@ -166,18 +166,7 @@ class Runtime(context.RuntimeHooks):
             self.total[k] = float(v)
         self.available = dict(self.total)
         self.free_gpu_ids = list(range(int(self.num_gpus)))
-        self.store_limit = int(object_store_memory or _default_store_memory())
-        self.shm_dir, shm_warning = _shm_dir(object_store_memory)
-        # Past the limit, values go to files in a private directory on disk (see core.spilling).
-        self.spill_dir = _fallback_dir(None)[0] if self.shm_dir == "/dev/shm" else None
-        # Freed segments are kept for reuse up to this many bytes (pages already allocated: writes are memcpy);
-        # the driver keeps its mappings of files it wrote, and shares one file among identical large values.
-        pool = serialization.segment_pool
-        pool.limit = int(os.environ.get("RAYREACT_SEGMENT_POOL_BYTES", min(4 << 30, self.store_limit // 4)))
-        pool.keep_limit = serialization.read_maps.limit = pool.limit
-        serialization.snapshots.limit = pool.limit // 2
-        if shm_warning:
-            warnings.warn(shm_warning, stacklevel=3)
+        self._configure_store(object_store_memory)
         self.reactor_enabled = reactor
 
         self._lock = threading.RLock()
@@ -235,6 +224,21 @@ class Runtime(context.RuntimeHooks):
         if reactor:
             from . import replay
             replay.install(self)       # wraps the API entry points; sets self._reactor
+
+    def _configure_store(self, object_store_memory):
+        """Where objects live: the shared directory, the spill directory, the segment pool's sizes."""
+        self.store_limit = int(object_store_memory or _default_store_memory())
+        self.shm_dir, shm_warning = _shm_dir(object_store_memory)
+        # Past the limit, values go to files in a private directory on disk (see core.spilling).
+        self.spill_dir = _fallback_dir(None)[0] if self.shm_dir == "/dev/shm" else None
+        # Freed segments are kept for reuse up to this many bytes (pages already allocated: writes are memcpy);
+        # the driver keeps its mappings of files it wrote, and shares one file among identical large values.
+        pool = serialization.segment_pool
+        pool.limit = int(os.environ.get("RAYREACT_SEGMENT_POOL_BYTES", min(4 << 30, self.store_limit // 4)))
+        pool.keep_limit = serialization.read_maps.limit = pool.limit
+        serialization.snapshots.limit = pool.limit // 2
+        if shm_warning:
+            warnings.warn(shm_warning, stacklevel=4)     # (the user's init call)
 
     # ================================================================== for the reactor layer (core.replay)
     @property

@@ -1151,11 +1151,12 @@ class Runtime(context.RuntimeHooks):
 
     def _submit_call_locked(self, caller, actor_id, method, args_desc, direct, return_ids, num_returns,
                             task_name=None):
+        table = self.object_table
         if refcount.released:
-            self.object_table.release_dropped()
+            table.release_dropped()
         owner = caller.index if caller is not None else None
         for oid in return_ids:
-            self.object_table.reserve(oid, owner)
+            table.reserve(oid, owner)
         actor = self.actors.get(actor_id)
         spec = TaskSpec()
         spec.task_id = ids.task_id()

@@ -105,7 +105,7 @@ def explain(path=None, *, dot=None, png=None, quiet=False, file=None):
     ``png=`` name those files explicitly.
     """
     rt = context.current
-    reactor = getattr(rt, "_reactor", None)
+    reactor = getattr(rt, "reactor", None)
     if reactor is None and rt is None:
         from . import replay
         last = replay.LAST_SNAPSHOT

@@ -38,9 +38,12 @@ refs.  An actor that may restart is replayed: its death deoptimizes like any
 other, the calls in flight fail with ``RayActorError`` (as in Ray with no task
 retries), and the dynamic runtime restarts it.
 
-Lock order: ``Reactor.lock`` may be held while taking ``Runtime._lock``, never
-the reverse; hooks that run under the runtime's lock (a worker died) only set
-flags and ring the replay doorbell.
+Lock order: ``Reactor.lock`` may be held while taking ``Runtime.lock`` (which is
+also the object table's lock, see core.objects), never the reverse; hooks that
+run under the runtime's lock (a worker died) only set flags and ring the replay
+doorbell.  Replay reaches the runtime only through its public interface: the
+object table (``rt.object_table``) for entries, and ``lock``, ``wait_until``,
+``send_to_worker``, ``session_prefix``, ``pool_target`` for the rest.
 
 What replay keeps per value (see ``infer``'s contract): every ref it returns
 remembers its producer (trace index, return); a token (the serialized value)
@@ -86,6 +89,13 @@ TASK_CALLER = "task"                   # a replayed task call's "actor id" in th
 REPLAYED_TASK_OPTIONS = frozenset(("num_returns", "max_retries", "name"))
 
 
+def _take_descriptor(tok):
+    """A token's descriptor for the object table, which takes its file over."""
+    desc = tok.descriptor()
+    tok.path = None
+    return desc
+
+
 class Refused(Exception):
     """A plan replay cannot run (the reason is kept for ``explain``)."""
 
@@ -128,18 +138,18 @@ class Reactor:
     def _wrap(self):
         rt = self.rt
         names = ("submit_task", "submit_actor_call", "put", "get_values", "wait_ids", "create_actor", "kill_actor",
-                 "cancel", "shutdown", "_on_worker_died")
+                 "cancel", "shutdown", "on_worker_died")
         self.dyn = {name: getattr(Runtime, name).__get__(rt) for name in names}
         for name in names:
-            setattr(rt, name, getattr(self, name.lstrip("_")))
+            setattr(rt, name, getattr(self, name))
         rt.timeline_events = self.timeline_events
-        rt._reactor = self
+        rt.attach_reactor(self)
 
     # ================================================================== state changes
     def _start_recording(self):
         rt = self.rt
         actors = {}
-        with rt._lock:
+        with rt.lock:
             for aid, a in rt.actors.items():
                 if a.state != "DEAD":
                     actors[aid] = ActorInfo(a.class_name, a.max_concurrency or 1, bool(getattr(a, "is_async", False)))
@@ -290,9 +300,9 @@ class Reactor:
     def _task_slots(self):
         """How many pool workers a plan's task calls may be dealt over: those started, up to the pool's size."""
         rt = self.rt
-        with rt._lock:
+        with rt.lock:
             started = sum(1 for w in rt.workers.values() if w.kind == "task" and w.ready and not w.dead)
-        return max(1, min(rt._pool_target, started))
+        return max(1, min(rt.pool_target, started))
 
     def _record_submit(self, kind, target, actor, args, kwargs, num_returns, out):
         if num_returns == 0 or out is None:
@@ -407,7 +417,7 @@ class Reactor:
 
     def on_worker_died(self, w, reason):
         # Runs under the runtime's lock (service thread): flags only, the replaying thread does the rest.
-        self.dyn["_on_worker_died"](w, reason)
+        self.dyn["on_worker_died"](w, reason)
         for run in [self.run, *self.draining]:
             if run is not None:
                 run.worker_died(w)
@@ -452,7 +462,7 @@ class Reactor:
     # ================================================================== visibility
     def replay_bell(self):
         if self.bell is None:
-            self.bell = channel.Doorbell(f"{self.rt._prefix}-rbell", True)
+            self.bell = channel.Doorbell(f"{self.rt.session_prefix}-rbell", True)
             self.bell.enter_active()        # the replaying thread is the only waiter: always wake its word
         return self.bell
 
@@ -639,7 +649,7 @@ class ReplayRun:
             if reaction.op == "task":
                 self.task_of[reaction.target] = reactor.tasks[reaction.target]
         code_ids = [submission.code_id_of(fn) for _, fn, _ in self.task_of.values()]
-        with rt._lock:
+        with rt.lock:
             for r in plan.reactors:
                 if r.kind in ("driver", "task"):
                     continue
@@ -663,6 +673,7 @@ class ReplayRun:
         seeds = plan.seeds(first_index)
         seed_ids = [trace.ref_id(s.producer, s.ret) for s in seeds]
         actors = list(self.links.values())
+        table = rt.object_table
 
         def quiet():
             for a in actors:
@@ -670,28 +681,27 @@ class ReplayRun:
                         or not a.worker.ready:
                     return False
             for oid in seed_ids:
-                e = rt.objects.get(oid)
-                if e is None or e.state != READY:
+                if not table.is_ready(oid):
                     return False
             return True
 
-        if not rt._wait_until(quiet, 30.0):
+        if not rt.wait_until(quiet, 30.0):
             raise Refused("the dynamic calls before the switch point did not finish")
 
         def enough_idle_workers():
             return len(rt.lendable_task_workers()) >= len(task_reactors)
 
         # The loop's own tasks are done by now; a worker still busy runs something else: do not wait for it.
-        if task_reactors and not rt._wait_until(enough_idle_workers, 0.5):
+        if task_reactors and not rt.wait_until(enough_idle_workers, 0.5):
             raise Refused(f"fewer than {len(task_reactors)} idle pool workers to lend to the plan's task calls")
-        with rt._lock:
+        with rt.lock:
             for name, a in list(self.links.items()):
                 if a.state != "ALIVE" or a.worker is None or a.worker.dead:
                     raise Refused(f"{name}: the actor is not alive")
                 self.links[name] = _Link(name, a.worker, a)
             seed_descs = []
             for s, oid in zip(seeds, seed_ids):
-                e = rt.objects.get(oid)
+                e = table.get(oid)
                 if e is None or e.state != READY:
                     raise Refused("a value the plan starts from was freed")
                 if e.desc[2]:
@@ -728,7 +738,7 @@ class ReplayRun:
         conns = plan.connections
         # ---- wiring: rings, bells, programs
         self.bell = reactor.replay_bell()
-        prefix = f"{rt._prefix}-r{number}"
+        prefix = f"{rt.session_prefix}-r{number}"
         self.gather = self.ext.Gather(f"{prefix}-gather", True)
         self.paths.append(self.gather.path)
         readers = {c.id: list(dict.fromkeys(u.reactor for u in c.uses)) for c in conns}
@@ -821,10 +831,10 @@ class ReplayRun:
         self.call, self.get, self.wait = self.fast.call, self.fast.get, self.fast.wait
 
         # ---- go: start the reactors (after every dynamic message already sent to them), then seed
-        with rt._lock:
+        with rt.lock:
             self.started_workers = True
             for name, link in self.links.items():
-                rt._send(link.w, (protocol.REACTOR, "start", programs[name]))
+                rt.send_to_worker(link.w, (protocol.REACTOR, "start", programs[name]))
         self.windows.append((self.first, []))
         for seed, oid, desc in zip(seeds, seed_ids, seed_descs):
             c = conns[seed.connection]
@@ -937,7 +947,7 @@ class ReplayRun:
         ext = self.ext
         flags = ext.F_ERROR if desc[3] else 0
         if desc[0] == serialization.SEGMENT:
-            return ext.Token(flags, self.rt._segments.view(desc[1]))
+            return ext.Token(flags, self.rt.object_table.view_segment(desc[1]))
         return ext.Token(flags, desc[1])
 
     def _send_desc(self, link, conn, producer, desc, owned=False):
@@ -949,7 +959,7 @@ class ReplayRun:
         flags = ext.F_ERROR if desc[3] else 0
         if desc[0] == serialization.SEGMENT:
             if not owned:
-                self.seed_views.append(self.rt._segments.view(desc[1]))
+                self.seed_views.append(self.rt.object_table.view_segment(desc[1]))
             path = f"{desc[1]}.s{self.number}.{link.w.index}.{os.urandom(3).hex()}"
             os.link(desc[1], path)
             frame = ext.token_frame(conn, producer, flags | ext.F_SEGMENT, path)
@@ -1079,7 +1089,7 @@ class ReplayRun:
             for link in op.readers:
                 self._write(link, frame)
         else:
-            path = f"{self.rt._prefix}-rp{ids.new_id().hex()}"
+            path = f"{self.rt.session_prefix}-rp{ids.new_id().hex()}"
             ser.write_segment(path)
             tok = ext.Token(0, serialization.map_segment(path), path)
             for link in op.readers:
@@ -1100,7 +1110,7 @@ class ReplayRun:
         windows = self.windows
         horizon = idx - self.R * self.P
         counts = refcount.counts
-        objects = self.rt.objects
+        objects = self.rt.object_table.entries
         given, cache = self.given, self.cache
         for start, keys in windows:
             if start >= horizon:
@@ -1156,15 +1166,7 @@ class ReplayRun:
 
     def _adopt(self, pairs):
         """Move values the script still holds into the dynamic object table."""
-        rt = self.rt
-        with rt._lock:
-            for oid, tok in pairs:
-                if oid in rt.objects:
-                    continue
-                desc = tok.descriptor()
-                tok.path = None
-                rt._new_entry(oid)
-                rt._set_ready(oid, desc)
+        self.rt.object_table.adopt(pairs, _take_descriptor)
 
     # ------------------------------------------------------------------ leaving
     def stop(self, reason, wait=False):
@@ -1183,8 +1185,9 @@ class ReplayRun:
         alive = []
         wanted = collections.defaultdict(list)
         counts = refcount.counts
+        table = self.rt.object_table
         for (index, ret), oid in self.given.items():
-            if not counts.get(oid) or oid in self.rt.objects:
+            if not counts.get(oid) or oid in table:
                 continue
             conn = self._output_conn(index, ret)
             alive.append((oid, (conn, index)))
@@ -1195,9 +1198,7 @@ class ReplayRun:
         for name, link in self.links.items():
             if not link.dead:
                 self._write(link, ext.control_frame(ext.STOP, wanted.get(name, [])))
-        with self.rt._lock:
-            for oid, _ in alive:
-                self.rt._new_entry(oid)
+        table.reserve_all([oid for oid, _ in alive])
         self.handover = threading.Thread(target=self._hand_over, args=(alive,), name="rayreact-handover",
                                          daemon=True)
         self.handover.start()
@@ -1266,12 +1267,11 @@ class ReplayRun:
                         f"rayreact lost a replayed value ({key}) on deoptimization"), is_error=True).pack()
                 desc = (serialization.INLINE, payload, [], True)
             pairs.append((oid, desc))
-        with rt._lock:
-            for oid, desc in pairs:
-                rt._set_ready(oid, desc)
+        with rt.lock:                     # the acks after the fills, in one critical section
+            rt.object_table.fill_all(pairs)
             for link in self.links.values():
                 if not link.dead:
-                    rt._send(link.w, (protocol.REACTOR, "ack", self.number))
+                    rt.send_to_worker(link.w, (protocol.REACTOR, "ack", self.number))
         rt.bell.ring()                    # a get may be waiting for these
         self._give_back_workers()
         if rerun:
@@ -1280,9 +1280,8 @@ class ReplayRun:
     def _fill_lost(self, alive):
         err = serialization.serialize(exceptions.RaySystemError(
             "rayreact lost a replayed value on deoptimization"), is_error=True).pack()
-        with self.rt._lock:
-            for oid, _ in alive:
-                self.rt._set_ready(oid, (serialization.INLINE, err, [], True))
+        desc = (serialization.INLINE, err, [], True)
+        self.rt.object_table.fill_all([(oid, desc) for oid, _ in alive])
         self.rt.bell.ring()
 
     def _deviate_call(self, actor_id, method, how):
@@ -1336,12 +1335,8 @@ class ReplayRun:
                 err = exceptions.WorkerCrashedError(
                     f"The worker died unexpectedly while executing this task ({function._function_name}).")
                 desc = (serialization.INLINE, serialization.serialize(err, is_error=True).pack(), [], True)
-                with rt._lock:
-                    for oid in return_ids:
-                        e = rt.objects.get(oid)
-                        if e is None or e.state != READY:      # (stop() made the script's refs pending)
-                            rt._new_entry(oid)
-                            rt._set_ready(oid, desc)
+                # (stop() made the script's refs pending; one no longer there is made again)
+                rt.object_table.fill_unready(return_ids, desc)
                 rt.bell.ring()
                 continue
             again = dict(options, max_retries=retries - 1 if retries > 0 else retries)
@@ -1350,7 +1345,7 @@ class ReplayRun:
     def _give_back_workers(self):
         lent, self.lent = self.lent, []
         if lent:
-            with self.rt._lock:
+            with self.rt.lock:
                 for w in lent:
                     self.rt.unpin_task_worker(w)
 

@@ -1,4 +1,4 @@
-"""The driver runtime: object table, scheduler and the only router of dynamic-mode calls.
+"""The driver runtime: scheduler and the only router of dynamic-mode calls (objects: core.objects).
 
 ::
 
@@ -6,7 +6,7 @@
                                                         │ (when arguments are ready)
                                                         ▼
                                   ring D→W (or the outbox while the ring is full) ──▶ worker
-    worker ──ring W→D──▶ pump() ──▶ DONE: object table ◀── get()/wait() of user threads
+    worker ──ring W→D──▶ pump() ──▶ DONE: objects (core.objects) ◀── get()/wait() of user threads
                               └──▶ REQUEST: nested submit/get/put/... from workers
                               └──▶ RELEASE: refs a worker dropped
     zygote ──ring Z→D──▶ pump() ──▶ SPAWNED / DIED (crash handling, restarts, retries)
@@ -17,6 +17,11 @@ directly), and the service thread pumps when no user thread is waiting, so
 nested submissions and dependency-driven dispatch progress while the script
 computes.  The driver never blocks writing to a worker: a full ring spills
 into that worker's outbox, flushed when the worker frees space.
+
+``_lock`` is also the object table's lock (``ObjectTable.lock``): one lock for
+both, so a call round trip takes no more acquisitions than before the table was
+split out.  Other modules reach it as ``Runtime.lock``; ``Reactor.lock`` may be
+held while taking it, never the reverse.
 """
 
 from __future__ import annotations
@@ -42,28 +47,12 @@ from .serialization import INLINE, SEGMENT
 from .handoff import remove_slot_files
 from .libc import libc
 from .spilling import spilling
+from .objects import READY, ObjectTable
 
 logger = logging.getLogger("rayreact")
 
 RING_CAPACITY = 1 << 21          # 2 MiB per direction per worker
 SPIN_SECONDS = 50e-6             # spin before sleeping while a core is free (channel.pyx spins less when none is)
-PENDING, READY = 0, 1
-
-
-class ObjectEntry:
-    __slots__ = ("state", "desc", "size", "holds", "borrowers", "owner", "dependents", "is_error", "value_cache")
-
-    def __init__(self, owner=None):
-        self.state = PENDING
-        self.desc = None
-        self.size = 0
-        self.holds = 0               # pending tasks using it as an argument + containers holding it
-        self.borrowers = None        # worker index -> shipments not yet released
-        self.owner = owner           # worker index that owns it (None: the driver)
-        self.dependents = None       # callbacks run once when it becomes ready
-        self.is_error = False
-
-
 class TaskSpec:
     __slots__ = ("task_id", "code_id", "code", "name", "args_desc", "direct", "return_ids", "num_returns",
                  "resources", "retries_left", "retry_exceptions", "caller", "actor_id", "method", "unresolved",
@@ -179,23 +168,10 @@ class Runtime(context.RuntimeHooks):
             self.total[k] = float(v)
         self.available = dict(self.total)
         self.free_gpu_ids = list(range(int(self.num_gpus)))
-        self.store_limit = int(object_store_memory or _default_store_memory())
-        self.store_used = 0
-        self.shm_dir, shm_warning = _shm_dir(object_store_memory)
-        # Past the limit, values go to files in a private directory on disk (see core.spilling).
-        self.spill_dir = _fallback_dir(None)[0] if self.shm_dir == "/dev/shm" else None
-        # Freed segments are kept for reuse up to this many bytes (pages already allocated: writes are memcpy);
-        # the driver keeps its mappings of files it wrote, and shares one file among identical large values.
-        pool = serialization.segment_pool
-        pool.limit = int(os.environ.get("RAYREACT_SEGMENT_POOL_BYTES", min(4 << 30, self.store_limit // 4)))
-        pool.keep_limit = serialization.read_maps.limit = pool.limit
-        serialization.snapshots.limit = pool.limit // 2
-        if shm_warning:
-            warnings.warn(shm_warning, stacklevel=3)
+        self._configure_store(object_store_memory)
         self.reactor_enabled = reactor
 
         self._lock = threading.RLock()
-        self.objects = {}
         self.workers = {}                  # index -> WorkerProc
         self.pid_to_worker = {}
         self.idle_task_workers = collections.deque()
@@ -209,10 +185,8 @@ class Runtime(context.RuntimeHooks):
         self._infeasible_warned = set()
         self.task_workers = []           # every pool worker started (dead ones too: few, and skipped)
         self._task_seconds = {}          # code id -> recent run time of its tasks (whether they may pipeline)
-        self._segments = serialization.SegmentCache()
         self._shutting_down = False
         self._running = True
-        self._released_backlog = []
         self._placement = None
         self._lent_cpu = 0.0
         self._streams = {}     # stream id -> StreamState, for generator tasks still being consumed
@@ -231,7 +205,11 @@ class Runtime(context.RuntimeHooks):
         self._spin = SPIN_SECONDS
         channel.set_spin_seconds(SPIN_SECONDS)
         channel.count_awake_on(self.bell, True)
-        spilling.configure(self.shm_dir, self.spill_dir, self.store_limit, lambda: self.store_used)
+        self.object_table = ObjectTable(
+            self._lock, session=self.session, bell=self.bell, store_limit=self.store_limit, spill_dir=self.spill_dir,
+            on_handles_gone=self._handles_gone, ready_watch=self._streams, on_watched_ready=self._on_stream_done)
+        self.objects = self.object_table.entries      # read here; entries change only through object_table
+        spilling.configure(self.shm_dir, self.spill_dir, self.store_limit, self.object_table.shared_memory_used)
         serialization.segment_pool.spill_dir = self.spill_dir
         self.poller = channel.Poller(self.bell)
         self.zygote_ring = channel.Ring(f"{prefix}-zygote", 1 << 16, True)
@@ -250,6 +228,50 @@ class Runtime(context.RuntimeHooks):
         if reactor:
             from . import replay
             replay.install(self)       # wraps the API entry points; sets self._reactor
+
+    def _configure_store(self, object_store_memory):
+        """Where objects live: the shared directory, the spill directory, the segment pool's sizes."""
+        self.store_limit = int(object_store_memory or _default_store_memory())
+        self.shm_dir, shm_warning = _shm_dir(object_store_memory)
+        # Past the limit, values go to files in a private directory on disk (see core.spilling).
+        self.spill_dir = _fallback_dir(None)[0] if self.shm_dir == "/dev/shm" else None
+        # Freed segments are kept for reuse up to this many bytes (pages already allocated: writes are memcpy);
+        # the driver keeps its mappings of files it wrote, and shares one file among identical large values.
+        pool = serialization.segment_pool
+        pool.limit = int(os.environ.get("RAYREACT_SEGMENT_POOL_BYTES", min(4 << 30, self.store_limit // 4)))
+        pool.keep_limit = serialization.read_maps.limit = pool.limit
+        serialization.snapshots.limit = pool.limit // 2
+        if shm_warning:
+            warnings.warn(shm_warning, stacklevel=4)     # (the user's init call)
+
+    # ================================================================== for the reactor layer (core.replay)
+    @property
+    def lock(self):
+        """The runtime's lock, also the object table's; ``Reactor.lock`` may be held while taking it."""
+        return self._lock
+
+    @property
+    def session_prefix(self):
+        """Path prefix of this session's shared-memory files (``<shm dir>/rr-<session>``)."""
+        return self._prefix
+
+    @property
+    def pool_target(self):
+        """How many task workers the pool keeps (at least one)."""
+        return self._pool_target
+
+    @property
+    def store_used(self):
+        """Bytes of objects held in shared memory now (the object table's count)."""
+        return self.object_table.store_used
+
+    @property
+    def reactor(self):
+        """The replay engine attached to this runtime (core.replay), or None."""
+        return getattr(self, "_reactor", None)
+
+    def attach_reactor(self, reactor):
+        self._reactor = reactor
 
     # ================================================================== processes
     def _start_zygote(self):
@@ -330,6 +352,11 @@ class Runtime(context.RuntimeHooks):
                 w.to_ring.want_space(True)
             w.outbox.append(data)
 
+    def send_to_worker(self, w, msg):
+        """Send ``msg`` to worker ``w`` (in order after every message the runtime sent it before)."""
+        with self._lock:
+            self._send(w, msg)
+
     def _flush_outboxes(self):
         for w in self.workers.values():
             if w.outbox and not w.dead:
@@ -368,8 +395,8 @@ class Runtime(context.RuntimeHooks):
                     break
                 progressed = True
                 self._on_worker_message(w, protocol.loads(raw))
-        if self._released_backlog or refcount.released:
-            self._process_releases()
+        if refcount.released:
+            self.object_table.release_dropped()
         self._flush_outboxes()
         return progressed
 
@@ -390,7 +417,7 @@ class Runtime(context.RuntimeHooks):
                 if self._running:
                     logger.exception("rayreact service loop error")
 
-    def _wait_until(self, predicate, timeout):
+    def wait_until(self, predicate, timeout):
         """Pump until ``predicate()`` holds (checked under the lock) or ``timeout`` passes."""
         deadline = None if timeout is None else time.monotonic() + timeout
         self.bell.enter_active()
@@ -428,7 +455,7 @@ class Runtime(context.RuntimeHooks):
         if self.zygote.poll() is not None and not self._shutting_down:
             for w in list(self.workers.values()):
                 if not w.dead:
-                    self._on_worker_died(w, "the rayreact zygote process died")
+                    self.on_worker_died(w, "the rayreact zygote process died")
 
     # ================================================================== zygote / worker messages
     def _on_zygote(self, msg):
@@ -450,7 +477,7 @@ class Runtime(context.RuntimeHooks):
                 status = msg[2]
                 how = f"killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else \
                     f"exited with code {os.WEXITSTATUS(status)}"
-                self._on_worker_died(w, f"The worker process (pid={w.pid}) {how}.")
+                self.on_worker_died(w, f"The worker process (pid={w.pid}) {how}.")
 
     def _on_worker_message(self, w, msg):
         kind = msg[0]
@@ -459,15 +486,7 @@ class Runtime(context.RuntimeHooks):
         elif kind == protocol.REQUEST:
             self._on_request(w, msg[1], msg[2], msg[3])
         elif kind == protocol.RELEASE:
-            for oid, n in msg[1]:
-                e = self.objects.get(oid)
-                if e is not None and e.borrowers:
-                    left = e.borrowers.get(w.index, 0) - n
-                    if left > 0:
-                        e.borrowers[w.index] = left
-                    else:
-                        e.borrowers.pop(w.index, None)
-                    self._maybe_free(oid, e)
+            self.object_table.worker_released(w.index, msg[1])
         elif kind == protocol.STREAM_ITEM:
             self._on_stream_item(w, msg[1], msg[2], msg[3])
         elif kind == protocol.READY:
@@ -481,168 +500,32 @@ class Runtime(context.RuntimeHooks):
         elif kind == protocol.DROPPED:
             self._on_given_back(w, msg[1])
 
-    # ================================================================== objects
-    def _new_entry(self, oid, owner=None):
-        e = self.objects.get(oid)
-        if e is not None and e.state == PENDING:
-            return e
-        e = ObjectEntry(owner)
-        self.objects[oid] = e
-        return e
-
-    def _set_ready(self, oid, desc):
-        e = self.objects.get(oid)
-        if e is None:
-            # Nobody holds a ref any more: drop the value at once.
-            self._discard_desc(desc)
-            return
-        if e.state == READY:
-            self._discard_desc(desc)
-            return
-        e.state = READY
-        e.desc = desc
-        e.is_error = desc[3]
-        if desc[0] == SEGMENT:
-            try:
-                e.size = os.stat(desc[1]).st_size
-            except OSError:
-                e.size = 0
-            self._count_segment(desc[1], e.size)
-        else:
-            e.size = len(desc[1])
-        for c in desc[2]:
-            ce = self.objects.get(c)
-            if ce is not None:
-                ce.holds += 1
-        deps = e.dependents
-        e.dependents = None
-        if deps:
-            for cb in deps:
-                cb(oid, e)
-        if self._streams:
-            self._on_stream_done(oid)
-        self._maybe_free(oid, e)
-
-    def _discard_desc(self, desc):
-        if desc[0] == SEGMENT:
-            serialization.segment_pool.release(desc[1])
-
-    def _maybe_free(self, oid, e):
-        if e.holds > 0 or e.borrowers or e.dependents or refcount.counts.get(oid):
-            return
-        if e.state != READY or self.objects.get(oid) is not e:
-            return
-        del self.objects[oid]
-        if handles.is_key(oid):
-            self._handles_gone(handles.actor_of(oid))
-            return
-        desc = e.desc
-        if desc[0] == SEGMENT:
-            self._count_segment(desc[1], -e.size)
-            self._segments.forget(desc[1])
-            serialization.segment_pool.release(desc[1])
-        for c in desc[2]:
-            ce = self.objects.get(c)
-            if ce is not None:
-                ce.holds -= 1
-                self._maybe_free(c, ce)
-
-    def _process_releases(self):
-        for oid in refcount.drain_released():
-            e = self.objects.get(oid)
-            if e is not None:
-                self._maybe_free(oid, e)
-
-    def _hold(self, oids):
-        for oid in oids:
-            e = self.objects.get(oid)
-            if e is None:
-                e = self._lost_entry(oid)
-            e.holds += 1
-
-    def _unhold(self, oids):
-        for oid in oids:
-            e = self.objects.get(oid)
-            if e is not None:
-                e.holds -= 1
-                self._maybe_free(oid, e)
-
-    def _lost_entry(self, oid):
-        e = self._new_entry(oid)
-        err = exceptions.ReferenceCountingAssertionError(oid.hex())
-        self._set_ready_error(oid, err)
-        return e
-
-    def _set_ready_error(self, oid, err):
-        ser = serialization.serialize(err, is_error=True)
-        self._set_ready(oid, (INLINE, ser.pack(), [], True))
-
-    def _place(self, value):
-        """Serialize a driver-side value into a descriptor (inline or a new segment)."""
-        ser = serialization.serialize(value)
-        if ser.size <= serialization.INLINE_LIMIT:
-            return (INLINE, ser.pack(), ser.contained, False)
-        if self.spill_dir is None and self.store_used + ser.size > self.store_limit:
-            raise exceptions.ObjectStoreFullError(
-                f"Failed to put an object of {ser.size} bytes: the object store holds {self.store_used} of its "
-                f"{self.store_limit} bytes (set init(object_store_memory=...) to raise the limit, or drop refs).")
-        path = spilling.write(ser, f"rr-{self.session}-{ids.new_id().hex()}")
-        return (SEGMENT, path, ser.contained, False)
-
-    def _count_segment(self, path, delta):
-        """A segment object comes (delta > 0) or goes: shared memory's count, published to the workers."""
-        if not spilling.is_spilled(path):
-            self.store_used += delta
-            channel.publish_store_used(self.bell, max(self.store_used, 0))
-
-    def _ship(self, w, oid, e):
-        """Descriptor for worker ``w``; counts the refs nested in it as borrowed by ``w``."""
-        desc = e.desc
-        if desc[2]:
-            self._lend(w, desc[2])
-        return desc
-
-    def _lend(self, w, contained):
-        """``w`` is about to unpickle these refs (it reports each one back when it drops it)."""
-        for c in contained:
-            ce = self.objects.get(c)
-            if ce is not None:
-                if ce.borrowers is None:
-                    ce.borrowers = {}
-                ce.borrowers[w.index] = ce.borrowers.get(w.index, 0) + 1
-
+    # ================================================================== objects (core.objects)
     def _ship_args(self, w, spec):
         """Direct arguments' descriptors; refs nested in any argument become borrowed by ``w``."""
+        table = self.object_table
         if spec.args_desc[2]:
-            self._lend(w, spec.args_desc[2])
-        return [self._ship(w, oid, self.objects[oid]) for oid in spec.direct]
-
-    def value_of(self, oid, e):
-        desc = e.desc
-        if desc[0] == INLINE:
-            value = serialization.loads_pack(desc[1])
-        else:
-            value = serialization.loads_pack(self._segments.view(desc[1]))
-        return value
+            table.lend(w.index, spec.args_desc[2])
+        return [table.ship(w.index, self.objects[oid]) for oid in spec.direct]
 
     # ================================================================== public API: objects
     def put(self, value):
         if refcount.released:
             # Free what the script dropped first: its segments can then be reused for this value.
             with self._lock:
-                self._process_releases()
+                self.object_table.release_dropped()
         if isinstance(value, ObjectRef):
             raise TypeError("Calling 'put' on an ray.ObjectRef is not allowed. If you really want to do this, "
                             "you can wrap the ray.ObjectRef in a list and call 'put' on it.")
         try:
-            desc = self._place(value)
+            desc = self.object_table.place(value)
         except serialization.SerializationError as exc:
             raise TypeError(str(exc)) from exc.__cause__
         oid = ids.new_id()
         ref = ObjectRef(oid)
         with self._lock:
-            self._new_entry(oid)
-            self._set_ready(oid, desc)
+            self.object_table.reserve(oid)
+            self.object_table.fill(oid, desc)
         return ref
 
     def get_values(self, object_ids, timeout):
@@ -669,14 +552,15 @@ class Runtime(context.RuntimeHooks):
                         raise ValueError(f"ObjectRef {oid.hex()} does not belong to this session (was it created "
                                          "before the last shutdown()?).")
         if not ready:
-            if not self._wait_until(all_ready, timeout):
+            if not self.wait_until(all_ready, timeout):
                 raise exceptions.GetTimeoutError(
                     f"Get timed out: some object(s) not ready after {timeout} s.")
         out = []
         with self._lock:
             entries = [objects[oid] for oid in object_ids]
+        load = self.object_table.load
         for e in entries:
-            value = self.value_of(None, e)
+            value = load(e.desc)
             if e.is_error:
                 raise submission.raisable(value)
             out.append(value)
@@ -688,7 +572,7 @@ class Runtime(context.RuntimeHooks):
         def count_ready():
             return sum(1 for oid in object_ids if (e := objects.get(oid)) is not None and e.state == READY)
 
-        self._wait_until(lambda: count_ready() >= num_returns, timeout)
+        self.wait_until(lambda: count_ready() >= num_returns, timeout)
         with self._lock:
             ready_flags = [(e := objects.get(oid)) is not None and e.state == READY for oid in object_ids]
         return ready_flags
@@ -702,13 +586,14 @@ class Runtime(context.RuntimeHooks):
 
     def _on_stream_item(self, w, oid, desc, keep):
         stream_id = oid[:24] + b"\0\0\0\0"
-        e = self._new_entry(oid)
+        table = self.object_table
+        table.reserve(oid)
         st = self._stream(stream_id)
         st.dynamic = not keep
         if not st.dropped:
-            e.holds += 1            # the generator owns the value until it hands the ref out
+            table.hold((oid,))      # the generator owns the value until it hands the ref out
             st.held.add(oid)
-        self._set_ready(oid, desc)
+        self.object_table.fill(oid, desc)
         self._answer_stream_waiters(stream_id, st)
 
     def _on_stream_done(self, oid):
@@ -719,7 +604,7 @@ class Runtime(context.RuntimeHooks):
         if st.dynamic:
             # The DynamicObjectRefGenerator value now holds its items.
             held, st.held = st.held, set()
-            self._unhold(held)
+            self.object_table.unhold(held)
         self._answer_stream_waiters(oid, st)
         if st.dropped or st.dynamic:
             del self._streams[oid]
@@ -732,9 +617,9 @@ class Runtime(context.RuntimeHooks):
         if e is not None and e.state == READY and st is not None and item in st.held:
             if take:
                 if w is not None:
-                    self._adopt_refs(w, [item])
+                    self.object_table.worker_holds(w.index, [item])
                     st.held.discard(item)
-                    e.holds -= 1
+                    self.object_table.unhold((item,))    # (the worker's borrow keeps it now)
                 else:
                     st.held.discard(item)
                     st.pending_handoff.append(item)
@@ -750,7 +635,7 @@ class Runtime(context.RuntimeHooks):
         with self._lock:
             result = self._stream_poll(stream_id, index, take=False)
         if result[0] == "pending" and not peek:
-            ok = self._wait_until(lambda: self._stream_poll(stream_id, index, False)[0] != "pending", timeout)
+            ok = self.wait_until(lambda: self._stream_poll(stream_id, index, False)[0] != "pending", timeout)
             if not ok:
                 raise exceptions.GetTimeoutError(f"No item of the generator was ready within {timeout} s.")
         if peek:
@@ -761,8 +646,7 @@ class Runtime(context.RuntimeHooks):
                 ref = ObjectRef(result[1])
                 st = self._streams[stream_id]
                 st.pending_handoff.remove(result[1])
-                e = self.objects[result[1]]
-                e.holds -= 1
+                self.object_table.unhold((result[1],))    # (the ref keeps it now)
                 return ("item", ref)
         return result
 
@@ -776,7 +660,7 @@ class Runtime(context.RuntimeHooks):
             return
         st.dropped = True
         held, st.held = st.held, set()
-        self._unhold(held)
+        self.object_table.unhold(held)
         if st.done:
             del self._streams[stream_id]
 
@@ -816,8 +700,8 @@ class Runtime(context.RuntimeHooks):
 
     def _submit_task_locked(self, caller, code_id, name, args_desc, direct, return_ids, num_returns, options,
                             pg=None):
-        if self._released_backlog or refcount.released:
-            self._process_releases()
+        if refcount.released:
+            self.object_table.release_dropped()
         spec = TaskSpec()
         spec.task_id = ids.task_id()
         spec.code_id = code_id
@@ -838,13 +722,13 @@ class Runtime(context.RuntimeHooks):
         spec.env = dict(env) if env else None
         owner = caller.index if caller is not None else None
         for oid in return_ids:
-            self._new_entry(oid, owner)
+            self.object_table.reserve(oid, owner)
         self._hold_args(spec)
         self._when_args_ready(spec, self._enqueue_task)
 
     def _hold_args(self, spec):
         held = list(spec.direct) + list(spec.args_desc[2])
-        self._hold(held)
+        self.object_table.hold(held)
         spec.held = held
 
     def _when_args_ready(self, spec, then):
@@ -863,11 +747,9 @@ class Runtime(context.RuntimeHooks):
                     self._waiting_for_args.pop(rid, None)
                 then(spec)
 
+        when_ready = self.object_table.when_ready
         for oid in set(missing):
-            e = self.objects[oid]
-            if e.dependents is None:
-                e.dependents = []
-            e.dependents.append(on_ready)
+            when_ready(oid, on_ready)
 
     def _failed_dependency(self, spec):
         for oid in spec.direct:
@@ -1121,7 +1003,7 @@ class Runtime(context.RuntimeHooks):
             spec = actor.in_flight.pop(task_id, None) if actor is not None else None
             if spec is not None and spec.cancelled:
                 for _, desc in results:
-                    self._discard_desc(desc)
+                    self.object_table.discard(desc)
                 self._complete_with_error(spec, self._cancelled_call_error(actor, spec))
                 if actor.out_of_scope:
                     self._maybe_retire(actor)
@@ -1140,13 +1022,13 @@ class Runtime(context.RuntimeHooks):
                 self.idle_task_workers.append(w)
         if spec is None:
             for _, desc in results:
-                self._discard_desc(desc)
+                self.object_table.discard(desc)
             return
         if not ok and spec.retry_exceptions and spec.retries_left > 0 and w.kind == "task":
             if self._should_retry_exception(spec, results):
                 spec.retries_left -= 1
                 for _, desc in results:
-                    self._discard_desc(desc)
+                    self.object_table.discard(desc)
                 spec.worker = None
                 self.task_queue.append(spec)
                 self._schedule()
@@ -1154,7 +1036,7 @@ class Runtime(context.RuntimeHooks):
         if not ok and spec.num_returns == submission.DYNAMIC and results and results[0][1][3]:
             results = self._dynamic_error_as_item(w, results[0][0], results[0][1])
         for oid, desc in results:
-            self._set_ready(oid, desc)
+            self.object_table.fill(oid, desc)
         self._task_finished(spec)
         if w.kind == "actor":
             if w.actor is not None and w.actor.out_of_scope:
@@ -1171,7 +1053,7 @@ class Runtime(context.RuntimeHooks):
         count = len(st.held) if st is not None else 0
         self._on_stream_item(w, submission.item_id(stream_id, count), error_desc, False)
         items = [ObjectRef(submission.item_id(stream_id, i)) for i in range(count + 1)]
-        return [(stream_id, self._place(DynamicObjectRefGenerator(items)))]
+        return [(stream_id, self.object_table.place(DynamicObjectRefGenerator(items)))]
 
     def _release_task_resources(self, spec):
         """A task left its worker (done, crashed or cancelled): give back its CPU/GPU/custom share."""
@@ -1191,19 +1073,19 @@ class Runtime(context.RuntimeHooks):
         return False
 
     def _task_finished(self, spec):
-        self._unhold(spec.held)
+        self.object_table.unhold(spec.held)
         spec.held = ()
         if spec.args_desc[0] == SEGMENT:
-            self._discard_desc(spec.args_desc)
+            self.object_table.discard(spec.args_desc)
 
     def _complete_with_desc(self, spec, desc):
         for oid in spec.return_ids:
             if desc[0] == SEGMENT:
                 # Errors are inline; a segment here would be shared, so copy the error inline.
-                value = serialization.loads_pack(self._segments.view(desc[1]))
-                self._set_ready_error(oid, value)
+                value = self.object_table.load(desc)
+                self.object_table.fill_error(oid, value)
             else:
-                self._set_ready(oid, desc)
+                self.object_table.fill(oid, desc)
         self._task_finished(spec)
 
     @staticmethod
@@ -1218,7 +1100,7 @@ class Runtime(context.RuntimeHooks):
         ser = serialization.serialize(err, is_error=True)
         desc = (INLINE, ser.pack(), [], True)
         for oid in spec.return_ids:
-            self._set_ready(oid, desc)
+            self.object_table.fill(oid, desc)
         self._task_finished(spec)
 
     # ================================================================== public API: actors
@@ -1308,7 +1190,7 @@ class Runtime(context.RuntimeHooks):
             return
         failed = self._failed_dependency(spec)
         if failed is not None:
-            err = self.value_of(None, failed)
+            err = self.object_table.load(failed.desc)
             self._actor_died(actor, exceptions.ActorDiedError(
                 error_msg=f"The actor died because of an error raised in its creation task: {err}"))
             return
@@ -1380,11 +1262,12 @@ class Runtime(context.RuntimeHooks):
 
     def _submit_call_locked(self, caller, actor_id, method, args_desc, direct, return_ids, num_returns,
                             task_name=None):
-        if self._released_backlog or refcount.released:
-            self._process_releases()
+        table = self.object_table
+        if refcount.released:
+            table.release_dropped()
         owner = caller.index if caller is not None else None
         for oid in return_ids:
-            self._new_entry(oid, owner)
+            table.reserve(oid, owner)
         actor = self.actors.get(actor_id)
         spec = TaskSpec()
         spec.task_id = ids.task_id()
@@ -1474,7 +1357,7 @@ class Runtime(context.RuntimeHooks):
             self._retry_pending_actor_starts()
             self._schedule()
 
-    def _on_worker_died(self, w, reason):
+    def on_worker_died(self, w, reason):
         w.dead = True
         if w.pid and not w.bell.asleep():
             channel.forget_awake_process()   # it died awake: it no longer wants a core
@@ -1483,7 +1366,7 @@ class Runtime(context.RuntimeHooks):
             self.poller.set_rings(self._rings)
         for req in [k for k in self.get_waiters if k[0] == w.index]:
             self.get_waiters.pop(req, None)
-        self._drop_borrows(w)
+        self.object_table.forget_borrower(w.index)
         if w.kind == "task":
             # Tasks sent behind the running one never started: they run elsewhere, no retry spent.
             while w.pipelined:
@@ -1503,11 +1386,11 @@ class Runtime(context.RuntimeHooks):
                 else:
                     self._complete_with_error(spec, exceptions.WorkerCrashedError(
                         f"The worker died unexpectedly while executing this task ({spec.name}). {reason}"))
-            self._mark_owned_lost(w)
+            self.object_table.owner_died(w.index)
             self._schedule()
         else:
             actor = w.actor
-            self._mark_owned_lost(w)
+            self.object_table.owner_died(w.index)
             if actor is None or actor.state == "DEAD":
                 self._cleanup_worker_files(w)
                 return
@@ -1550,25 +1433,6 @@ class Runtime(context.RuntimeHooks):
         actor._released = False
         actor.worker = None
         self._start_actor(actor.create_spec)
-
-    def _drop_borrows(self, w):
-        for oid, e in list(self.objects.items()):
-            if e.borrowers and w.index in e.borrowers:
-                del e.borrowers[w.index]
-                self._maybe_free(oid, e)
-
-    def _mark_owned_lost(self, w):
-        for oid, e in list(self.objects.items()):
-            if e.owner == w.index and e.state == READY and not e.is_error:
-                self._discard_payload(e)
-                ser = serialization.serialize(exceptions.OwnerDiedError(oid.hex()), is_error=True)
-                e.desc = (INLINE, ser.pack(), [], True)
-                e.is_error = True
-
-    def _discard_payload(self, e):
-        if e.desc and e.desc[0] == SEGMENT:
-            self._count_segment(e.desc[1], -e.size)
-            self._discard_desc(e.desc)
 
     # ================================================================== kill / cancel / named actors
     def kill_actor(self, actor_id, no_restart=True):
@@ -1722,11 +1586,11 @@ class Runtime(context.RuntimeHooks):
         if verb == protocol.V_SUBMIT_TASK:
             code_id, code, name, args_desc, direct, return_ids, num_returns, options = payload
             self.code.setdefault(code_id, code)
-            self._adopt_refs(w, return_ids)
+            self.object_table.worker_holds(w.index, return_ids)
             self._submit_task_locked(w, code_id, name, args_desc, direct, return_ids, num_returns, options)
         elif verb == protocol.V_SUBMIT_CALL:
             actor_id, method, args_desc, direct, return_ids, num_returns, task_name = payload
-            self._adopt_refs(w, return_ids)
+            self.object_table.worker_holds(w.index, return_ids)
             self._submit_call_locked(w, actor_id, method, args_desc, direct, return_ids, num_returns, task_name)
         elif verb == protocol.V_GET:
             object_ids, timeout = payload
@@ -1736,9 +1600,9 @@ class Runtime(context.RuntimeHooks):
             self._worker_wait(w, req_id, object_ids, num_returns, timeout)
         elif verb == protocol.V_PUT:
             oid, desc = payload
-            self._new_entry(oid, w.index)
-            self._adopt_refs(w, [oid])
-            self._set_ready(oid, desc)
+            self.object_table.reserve(oid, w.index)
+            self.object_table.worker_holds(w.index, [oid])
+            self.object_table.fill(oid, desc)
         elif verb == protocol.V_CREATE_ACTOR:
             (actor_id, code_id, code, class_name, methods, is_async, args_desc, direct, options) = payload
             self.code.setdefault(code_id, code)
@@ -1748,7 +1612,8 @@ class Runtime(context.RuntimeHooks):
             if err is not None:
                 err = self._named_if_get_if_exists(options, namespace) or err
             if err is None:
-                self._adopt_refs(w, [handles.key_of(actor_id)])    # the creating worker holds the first handle
+                # The creating worker holds the first handle.
+                self.object_table.worker_holds(w.index, [handles.key_of(actor_id)])
             self._reply(w, req_id, err)
         elif verb == protocol.V_KILL:
             self._kill_locked(payload[0], payload[1])
@@ -1789,15 +1654,6 @@ class Runtime(context.RuntimeHooks):
         elif verb == protocol.V_PG:
             self._reply(w, req_id, self._placement_request(*payload))
 
-    def _adopt_refs(self, w, oids):
-        for oid in oids:
-            e = self.objects.get(oid)
-            if e is None:
-                e = self._new_entry(oid, w.index)
-            if e.borrowers is None:
-                e.borrowers = {}
-            e.borrowers[w.index] = e.borrowers.get(w.index, 0) + 1
-
     def _reply(self, w, req_id, payload):
         self._send(w, (protocol.REPLY, req_id, payload))
 
@@ -1806,11 +1662,11 @@ class Runtime(context.RuntimeHooks):
         for oid in object_ids:
             e = self.objects.get(oid)
             if e is None:
-                self._lost_entry(oid)
+                self.object_table.lost(oid)
             elif e.state != READY:
                 missing.add(oid)
         if not missing:
-            self._reply(w, req_id, [self._ship(w, oid, self.objects[oid]) for oid in object_ids])
+            self._reply(w, req_id, [self.object_table.ship(w.index, self.objects[oid]) for oid in object_ids])
             return
         state = {"missing": missing, "blocked": False}
         key = (w.index, req_id)
@@ -1826,13 +1682,10 @@ class Runtime(context.RuntimeHooks):
                 del self.get_waiters[key]
                 if st["blocked"]:
                     self._unblock(w)
-                self._reply(w, key[1], [self._ship(w, o, self.objects[o]) for o in object_ids])
+                self._reply(w, key[1], [self.object_table.ship(w.index, self.objects[o]) for o in object_ids])
 
         for oid in missing:
-            e = self.objects[oid]
-            if e.dependents is None:
-                e.dependents = []
-            e.dependents.append(on_ready)
+            self.object_table.when_ready(oid, on_ready)
 
     def _block(self, w):
         """A task blocked in get or wait gives its CPU back so nested work can run (as Ray does), and the
@@ -1885,9 +1738,7 @@ class Runtime(context.RuntimeHooks):
         for oid in object_ids:
             e = self.objects.get(oid)
             if e is not None and e.state != READY:
-                if e.dependents is None:
-                    e.dependents = []
-                e.dependents.append(on_ready)
+                self.object_table.when_ready(oid, on_ready)
         if timeout is not None:
             timer = threading.Timer(timeout, lambda: self._locked(finish))
             timer.daemon = True
@@ -1987,9 +1838,7 @@ class Runtime(context.RuntimeHooks):
     # holds a handle or a value in flight nests one.  When it goes, an unnamed, non-detached actor finishes
     # its queued calls and exits, as in Ray.
     def _track_handles(self, actor_id):
-        e = self._new_entry(handles.key_of(actor_id))
-        e.state = READY
-        e.desc = (INLINE, b"", [], False)
+        self.object_table.add_ready(handles.key_of(actor_id), (INLINE, b"", [], False))
 
     def _handles_gone(self, actor_id):
         # Named actors too: Ray 2.x collects them like any other; only detached ones live on.
@@ -2056,8 +1905,7 @@ class Runtime(context.RuntimeHooks):
             os.close(self._spill_lock)
             shutil.rmtree(self.spill_dir, ignore_errors=True)
         spilling.reset()
-        self.objects.clear()
-        self._segments.clear()
+        self.object_table.clear()
         serialization.snapshots.clear()
         serialization.segment_pool.clear()
         refcount.reset()

@@ -9,9 +9,10 @@
                                                   (page cache: the kernel writes it out
                                                   and evicts it instead of pinning RAM)
 
-The driver's object table counts the bytes of objects held in shared memory and
-publishes the count in its doorbell page (``channel.publish_store_used``); workers
-read it there.  Readers map either kind of file the same way, so a spilled value
+The driver's object table (core.objects) counts the bytes of objects held in
+shared memory (its ``shared_memory_used`` is this module's ``used``) and publishes
+the count in its doorbell page (``channel.publish_store_used``); workers read it
+there.  Readers map either kind of file the same way, so a spilled value
 reads back like any other (zero-copy, read-only).  Ray spills lazily and restores
 on demand; here a value is written where it will stay, which needs no restore.
 

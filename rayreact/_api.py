@@ -1,8 +1,11 @@
-"""The top-level API functions; each hands its work to the runtime serving this process.
+"""The top-level API functions; each checks its arguments and hands the work to the runtime serving this process.
 
-In the driver that is :class:`rayreact.core.runtime.Runtime` (or the local-mode
-runtime, or real Ray when ``init(address=...)`` connects to a cluster); inside
-a worker it is the worker itself, which forwards nested calls to the driver.
+That runtime is ``core.context.current``, an implementation of the runtime protocol
+(:class:`rayreact.core.runtime_api.RuntimeAPI`): in the driver
+:class:`rayreact.core.runtime.Runtime` (or the local-mode runtime, or real Ray's
+delegate when ``init(address=...)`` connects to a cluster); inside a worker the
+worker itself, which forwards nested calls to the driver.  The functions here call
+the protocol only, never asking which runtime it is.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from .remote_function import RemoteFunction
 from . import options as _options
 
 _init_lock = threading.RLock()
-_delegate = None          # rayreact.compat.delegate module when connected to a real Ray cluster
 
 
 class RayContext(dict):
@@ -68,8 +70,11 @@ def _in_ray_worker():
     return delegate.in_ray_worker()
 
 
-def _is_real_ray_connected():
-    return _delegate is not None and _delegate.connected()
+def _external_id(obj, kind):
+    """The id the runtime knows ``obj`` by when it is not a rayreact ref or handle (real Ray's, with the
+    delegate); None otherwise, and always None before init."""
+    rt = context.current
+    return None if rt is None else rt.external_id(obj, kind)
 
 
 _INIT_KEYWORDS = {
@@ -88,7 +93,6 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, object_s
          ignore_reinit_error=False, namespace=None, runtime_env=None, log_to_driver=None, logging_level="info",
          configure_logging=True, _reactor=None, _trace=None, **kwargs):
     """Start rayreact in this process (or connect to a Ray cluster when ``address`` names one)."""
-    global _delegate
     for key in kwargs:
         if key not in _INIT_KEYWORDS:
             raise RuntimeError(f"Unknown keyword argument(s): {key}")
@@ -107,7 +111,6 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, object_s
         in_ray_worker = "ray" in sys.modules and _in_ray_worker()
         if address is not None or in_ray_worker:
             from .compat import delegate
-            _delegate = delegate
             context.current = delegate.connect(address, num_cpus=num_cpus, num_gpus=num_gpus, resources=resources,
                                                namespace=namespace, runtime_env=runtime_env,
                                                ignore_reinit_error=ignore_reinit_error, **kwargs)
@@ -158,41 +161,18 @@ def _shutdown_at_exit():
 
 
 def _context_info():
-    import platform
-    rt = context.current
-    info = {
-        "node_ip_address": "127.0.0.1",
-        "raylet_ip_address": "127.0.0.1",
-        "redis_address": None,
-        "object_store_address": getattr(rt, "shm_dir", ""),
-        "raylet_socket_name": "",
-        "webui_url": "",
-        "session_dir": getattr(rt, "shm_dir", ""),
-        "metrics_export_port": None,
-        "gcs_address": "rayreact://local",
-        "address": "rayreact://local",
-        "node_id": getattr(rt, "node_id", b"").hex(),
-        "python_version": platform.python_version(),
-        "ray_version": "2.60.0",
-    }
-    if _is_real_ray_connected():
-        info.update(_delegate.address_info())
-    return RayContext(info)
+    return RayContext(context.current.address_info())
 
 
 def shutdown(_exiting_interpreter=False, **kwargs):
     """Stop every worker and free every shared segment of this session."""
-    global _delegate
     with _init_lock:
         rt = context.current
         if rt is None:
             return
-        if not getattr(rt, "is_driver", True):
-            return
-        context.current = None
-        rt.shutdown()
-        if _delegate is not None:
-            _delegate = None
+        if rt.is_driver:
+            context.current = None
+        rt.shutdown()   # where this process does not own the session (a worker), a no-op
 
 
 def is_initialized():
@@ -206,27 +186,30 @@ def _check_connected():
 
 
 def put(value, *, _owner=None, _tensor_transport=None):
-    if _delegate is not None:
-        return _delegate.put(value)
     return _runtime().put(value)
 
 
 def get(object_refs, *, timeout=None, _use_object_store=False):
     """Values of ``object_refs`` (one ref or a list), waiting up to ``timeout`` seconds."""
-    if _delegate is not None:
-        return _delegate.get(object_refs, timeout=timeout)
-    rt = _runtime()
+    rt = context.current
+    if rt is None:
+        rt = _runtime()
     if isinstance(object_refs, ObjectRef):
         return rt.get_values([object_refs._id], _timeout(timeout))[0]
     if isinstance(object_refs, (list, tuple)):
         ids = []
         for r in object_refs:
-            if not isinstance(r, ObjectRef):
+            if isinstance(r, ObjectRef):
+                ids.append(r._id)
+            elif (oid := rt.external_id(r, "object")) is not None:
+                ids.append(oid)
+            else:
                 raise ValueError(f"'object_refs' must either be an ObjectRef or a list of ObjectRefs. "
                                  f"Got a list containing {type(r)}.")
-            ids.append(r._id)
         return rt.get_values(ids, _timeout(timeout))
-    if hasattr(object_refs, "__ray_get__"):
+    if (oid := rt.external_id(object_refs, "object")) is not None:
+        return rt.get_values([oid], _timeout(timeout))[0]
+    if hasattr(object_refs, "__ray_get__"):     # the argument's own protocol, not the runtime's
         return object_refs.__ray_get__(timeout)
     raise ValueError("'object_refs' must either be an ObjectRef or a list of ObjectRefs. "
                      f"Got: {type(object_refs)}.")
@@ -240,16 +223,19 @@ def _timeout(timeout):
 
 def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
     """Split refs into (ready, not ready) once ``num_returns`` are ready or ``timeout`` passes."""
-    if _delegate is not None:
-        return _delegate.wait(ray_waitables, num_returns=num_returns, timeout=timeout, fetch_local=fetch_local)
     if isinstance(ray_waitables, ObjectRef):
         raise TypeError("wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got a single "
                         "ray.ObjectRef")
     if not isinstance(ray_waitables, (list, tuple)):
         raise TypeError("wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got "
                         f"{type(ray_waitables)}")
+    ids = []
     for r in ray_waitables:
-        if not isinstance(r, ObjectRef):
+        if isinstance(r, ObjectRef):
+            ids.append(r._id)
+        elif (oid := _external_id(r, "object")) is not None:
+            ids.append(oid)
+        else:
             raise TypeError("wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got list "
                             f"containing {type(r)}")
     if timeout is not None and timeout < 0:
@@ -263,10 +249,7 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
     if num_returns > len(ray_waitables):
         raise ValueError("num_returns cannot be greater than the number of ray_waitables provided: "
                          f"{num_returns} > {len(ray_waitables)}")
-    if not ray_waitables:
-        return [], []
-    rt = _runtime()
-    flags = rt.wait_ids([r._id for r in ray_waitables], num_returns, timeout, fetch_local)
+    flags = _runtime().wait_ids(ids, num_returns, timeout, fetch_local)
     ready, not_ready = [], []
     for r, f in zip(ray_waitables, flags):
         if f and len(ready) < num_returns:
@@ -304,81 +287,56 @@ def _make_remote(target, opts):
 
 
 def kill(actor, *, no_restart=True):
-    if _delegate is not None:
-        return _delegate.kill(actor, no_restart=no_restart)
-    if not isinstance(actor, ActorHandle):
+    actor_id = actor._actor_id if isinstance(actor, ActorHandle) else _external_id(actor, "actor")
+    if actor_id is None:
         raise ValueError(f"ray.kill() only supported for actors. For tasks, try ray.cancel(). Got: {type(actor)}.")
-    _runtime().kill_actor(actor._actor_id, no_restart)
+    _runtime().kill_actor(actor_id, no_restart)
 
 
 def cancel(ray_waitable, *, force=False, recursive=True):
-    if _delegate is not None:
-        return _delegate.cancel(ray_waitable, force=force, recursive=recursive)
-    if not isinstance(ray_waitable, ObjectRef):
+    object_id = ray_waitable._id if isinstance(ray_waitable, ObjectRef) else _external_id(ray_waitable, "object")
+    if object_id is None:
         raise TypeError(f"ray.cancel() only supported for object refs. For actors, try ray.kill(). "
                         f"Got: {type(ray_waitable)}.")
-    _runtime().cancel(ray_waitable._id, force, recursive)
+    _runtime().cancel(object_id, force, recursive)
+
+
+def _weak_handle(actor_id, class_name, methods):
+    return ActorHandle(actor_id, class_name, methods, weak=True)   # as in Ray, a handle found by name keeps nothing alive
 
 
 def get_actor(name, namespace=None):
-    if _delegate is not None:
-        return _delegate.get_actor(name, namespace)
     if not name:
         raise ValueError("Please supply a non-empty value to get_actor")
     if namespace is not None and not isinstance(namespace, str):
         raise TypeError("namespace must be None or a string.")
-    info = _runtime().get_actor_info(name, namespace)
-    if info is None:
+    handle = _runtime().named_actor(name, namespace, _weak_handle)
+    if handle is None:
         raise ValueError(f"Failed to look up actor with name '{name}'. This could because 1. You are trying to "
                          "look up a named actor you didn't create. 2. The named actor died. 3. You did not use a "
                          "namespace matching the namespace of the actor.")
-    return ActorHandle(*info, weak=True)   # as in Ray, a handle found by name keeps nothing alive
+    return handle
 
 
 def get_gpu_ids():
-    if _delegate is not None:
-        return _delegate.get_gpu_ids()
-    rt = _runtime()
-    if getattr(rt, "is_driver", False):
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        return [int(x) if x.isdigit() else x for x in visible.split(",") if x] if visible else []
-    return rt.get_gpu_ids()
+    return _runtime().get_gpu_ids()
 
 
 def available_resources():
-    if _delegate is not None:
-        return _delegate.available_resources()
     return _runtime().resources("available")
 
 
 def cluster_resources():
-    if _delegate is not None:
-        return _delegate.cluster_resources()
     return _runtime().resources("total")
 
 
 def nodes():
-    if _delegate is not None:
-        return _delegate.nodes()
-    rt = _runtime()
-    total = rt.resources("total")
-    from .util import get_node_ip_address
-    ip = get_node_ip_address()
-    return [{
-        "NodeID": getattr(rt, "node_id", b"").hex(), "Alive": True, "NodeManagerAddress": ip,
-        "NodeManagerHostname": os.uname().nodename, "NodeManagerPort": 0, "ObjectManagerPort": 0,
-        "ObjectStoreSocketName": "", "RayletSocketName": "", "MetricsExportPort": 0, "NodeName": "127.0.0.1",
-        "alive": True, "Resources": total, "Labels": {}, "RuntimeEnvAgentPort": 0, "DeathReason": 0,
-        "DeathReasonMessage": "",
-    }]
+    return _runtime().nodes()
 
 
 def timeline(filename=None):
     """Chrome-trace events of executed calls (Perfetto / chrome://tracing)."""
-    if _delegate is not None:
-        return _delegate.timeline(filename)
-    rt = _runtime()
-    events = rt.timeline_events() if hasattr(rt, "timeline_events") else []
+    events = _runtime().timeline_events()
     if filename is not None:
         import json
         with open(filename, "w") as f:
@@ -388,10 +346,8 @@ def timeline(filename=None):
 
 
 def get_runtime_context():
-    if _delegate is not None:
-        return _delegate.get_runtime_context()
     from .runtime_context import RuntimeContext
-    return RuntimeContext(_runtime())
+    return _runtime().runtime_context(RuntimeContext)
 
 
 def _future_of(ref):

@@ -245,12 +245,10 @@ class ActorMethod:
 
 def exit_actor():
     """Terminate the current actor after the running method returns (``ray.actor.exit_actor``)."""
-    from .core import context as _ctx
-    rt = _ctx.current
-    if rt is None or not getattr(rt, "is_actor", False):
+    rt = context.current
+    if rt is None:
         raise TypeError("exit_actor API is called on a non-actor worker.")
-    rt.request_exit()
-    if getattr(rt, "is_asyncio_actor", False):
+    if rt.request_actor_exit():     # TypeError outside an actor
         # SystemExit would only stop the event loop's thread; as in Ray, a RayError ends the call instead.
         from .exceptions import AsyncioActorExit
         raise AsyncioActorExit()

@@ -107,77 +107,75 @@ class LoggingConfig:
 
 
 class RuntimeContext:
-    """Facts about the current driver or worker."""
+    """Facts about the current driver or worker, read from the runtime when asked (``runtime_info``)."""
 
     def __init__(self, rt):
         self._rt = rt
 
+    def _info(self):
+        return self._rt.runtime_info()
+
     def get_job_id(self):
-        return getattr(self._rt, "job_id", b"\x01\x00\x00\x00").hex()
+        return self._info().job_id.hex()
 
     @property
     def job_id(self):
-        return JobID(getattr(self._rt, "job_id", b"\x01\x00\x00\x00"))
+        return JobID(self._info().job_id)
 
     def get_node_id(self):
-        return getattr(self._rt, "node_id", b"").hex()
+        return self._info().node_id.hex()
 
     @property
     def node_id(self):
-        return NodeID(getattr(self._rt, "node_id", b""))
+        return NodeID(self._info().node_id)
 
     def get_worker_id(self):
         return f"{os.getpid():056x}"
 
     def get_task_id(self):
-        tid = getattr(self._rt, "current_task_id", None)
+        tid = self._info().task_id
         return tid.hex() if tid else None
 
     @property
     def task_id(self):
-        tid = getattr(self._rt, "current_task_id", None)
+        tid = self._info().task_id
         return TaskID(tid) if tid else None
 
     def get_actor_id(self):
-        aid = getattr(self._rt, "actor_id", None)
+        aid = self._info().actor_id
         return aid.hex() if aid else None
 
     @property
     def actor_id(self):
-        aid = getattr(self._rt, "actor_id", None)
+        aid = self._info().actor_id
         return ActorID(aid) if aid else None
 
     def get_actor_name(self):
-        return getattr(self._rt, "actor_name", None)
+        return self._info().actor_name
 
     @property
     def namespace(self):
-        return self._rt.namespace
+        return self._info().namespace
 
     def get_namespace(self):
-        return self._rt.namespace
+        return self._info().namespace
 
     @property
     def was_current_actor_reconstructed(self):
-        return bool(getattr(self._rt, "num_restarts", 0))
+        return bool(self._info().num_restarts)
 
     @property
     def current_actor(self):
-        from .actor import ActorHandle
-        rt = self._rt
-        if not getattr(rt, "is_actor", False):
+        if not self._info().is_actor:
             raise RuntimeError("This method is only available in an actor.")
-        return rt.current_actor_handle()
+        return self._rt.current_actor_handle()
 
     def is_canceled(self):
         """Whether ray.cancel was called on the task or actor call running now (for a graceful stop)."""
-        check = getattr(self._rt, "current_call_cancelled", None)
-        if check is None:
-            raise RuntimeError("This method is only available when the process is a worker.")
-        return check()
+        return self._rt.current_call_cancelled()     # RuntimeError in a driver
 
     def get_assigned_resources(self):
-        return dict(getattr(self._rt, "assigned_resources", {}) or {})
+        return dict(self._info().assigned_resources)
 
     def get_accelerator_ids(self):
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -202,10 +200,10 @@ class RuntimeContext:
         return {}
 
     def get_placement_group_id(self):
-        pg = getattr(self._rt, "current_pg", None)
+        pg = self._info().placement_group
         return pg[0] if pg else None
 
     @property
     def should_capture_child_tasks_in_placement_group(self):
-        pg = getattr(self._rt, "current_pg", None)
+        pg = self._info().placement_group
         return bool(pg and pg[1])

@@ -162,27 +162,31 @@ def fail():
     raise KeyError("boom")
 
 import sys
-delegate.connect(sys.argv[1])
+rt = delegate.connect(sys.argv[1])     # a RayDelegate: the runtime protocol, by real Ray
 out = {}
 add_twin = delegate.to_ray(add)
 out["same_twin"] = delegate.to_ray(add) is add_twin
-out["chain"] = delegate.get(add_twin.remote(add_twin.remote(1, 2), 3))
-out["in_ray_worker"] = delegate.get(delegate.to_ray(checks).remote())
+out["chain"] = rt.get_values([add_twin.remote(add_twin.remote(1, 2), 3)], None)[0]
+out["in_ray_worker"] = rt.get_values([delegate.to_ray(checks).remote()], None)[0]
 c = delegate.to_ray(Counter).remote(10)
-out["actor"] = delegate.get([c.inc.remote(), c.inc.remote(5)])
-ready, rest = delegate.wait([delegate.put(7)], timeout=30)
-out["wait_put"] = [len(ready), len(rest), delegate.get(ready[0])]
+out["actor"] = rt.get_values([c.inc.remote(), c.inc.remote(5)], None)
+ref = rt.put(7)
+out["wait_put"] = [rt.wait_ids([ref], 1, 30, True), rt.get_values([ref], None)[0]]
 try:
-    delegate.get(delegate.to_ray(fail).remote())
+    rt.get_values([delegate.to_ray(fail).remote()], None)
 except KeyError as e:
     import ray.exceptions, rayreact.exceptions
     out["error"] = [isinstance(e, ray.exceptions.RayTaskError), isinstance(e, rayreact.exceptions.RayTaskError)]
-out["resources"] = delegate.cluster_resources().get("CPU")
-delegate.disconnect()
+out["resources"] = rt.resources("total").get("CPU")
+out["external_ids"] = [rt.external_id(ref, "object") is ref, rt.external_id(c, "actor") is c,
+                       rt.external_id(ref, "actor"), rt.external_id("x", "object")]
+rt.shutdown()
+out["connected"] = delegate.connected()
 print("RESULT " + json.dumps(out))
 ''', ray_head, env_address=False, args=(ray_head,), tmp_path=str(tmp_path))
     assert result == {"same_twin": True, "chain": 6, "in_ray_worker": True, "actor": [11, 16],
-                      "wait_put": [1, 0, 7], "error": [True, True], "resources": 2.0}
+                      "wait_put": [[True], 7], "error": [True, True], "resources": 2.0,
+                      "external_ids": [True, True, None, None], "connected": False}
 
 
 FACADE_DRIVER = IN_RAY_WORKER + '''
@@ -246,3 +250,64 @@ def test_unmodified_ray_script_under_rayreact_run_uses_the_cluster(ray_head, tmp
     # `import ray` is rayreact's alias here; connecting must still reach the real cluster.
     source = FACADE_DRIVER.replace("import rayreact as ray", "import ray")
     assert run_driver(source, ray_head, via_cli=True, tmp_path=str(tmp_path)) == FACADE_EXPECTED
+
+
+PROTOCOL_DRIVER = IN_RAY_WORKER + '''
+import json, sys
+import rayreact as ray
+
+@ray.remote
+class Named:
+    def ping(self):
+        return "pong"
+    def ctx(self):
+        c = ray.get_runtime_context()
+        return c.get_actor_id() is not None, c.current_actor is not None
+    def leave(self):
+        ray.actor.exit_actor()
+
+@ray.remote
+def slow():
+    import time
+    time.sleep(600)
+
+info = ray.init(address=sys.argv[1])
+out = {"init_address": info["address"] == info.address_info["gcs_address"] != "rayreact://local"}
+a = Named.options(name="svc").remote()
+out["named"] = [ray.get(ray.get_actor("svc").ping.remote()), "svc" in ray.util.list_named_actors()]
+try:
+    ray.get_actor("nobody")
+except ValueError:
+    out["missing_actor"] = "ValueError"
+out["actor_ctx"] = ray.get(a.ctx.remote())
+ctx = ray.get_runtime_context()
+out["driver_ctx"] = [type(ctx).__module__.partition(".")[0], ctx.get_job_id() is not None]
+out["nodes"] = [n["Alive"] for n in ray.nodes()]
+out["gpus"] = ray.get_gpu_ids()
+ref = slow.remote()
+ray.cancel(ref, force=True)
+try:
+    ray.get(ref, timeout=120)
+except Exception as e:   # Ray's TaskCancelledError (or WorkerCrashedError with force), also rayreact's class
+    out["cancelled"] = isinstance(e, ray.exceptions.RayError)
+ray.kill(a)
+try:
+    ray.get(a.ping.remote(), timeout=120)
+except ray.exceptions.RayActorError:
+    out["killed"] = True
+out["timeline"] = isinstance(ray.timeline(), list)
+try:
+    ray.kill("not an actor")
+except ValueError:
+    out["kill_checks"] = True
+ray.shutdown()
+out["shut"] = not ray.is_initialized()
+print("RESULT " + json.dumps(out))
+'''
+
+
+def test_the_protocol_through_the_facade_on_ray(ray_head, tmp_path):
+    result = run_driver(PROTOCOL_DRIVER, ray_head, env_address=False, args=(ray_head,), tmp_path=str(tmp_path))
+    assert result == {"init_address": True, "named": ["pong", True], "missing_actor": "ValueError",
+                      "actor_ctx": [True, True], "driver_ctx": ["ray", True], "nodes": [True], "gpus": [],
+                      "cancelled": True, "killed": True, "timeline": True, "kill_checks": True, "shut": True}

@@ -1,31 +1,32 @@
 """Multi-node through real Ray: every API call carried out by a real Ray cluster.
 
 When ``init(address="auto" | "ray://..." | "host:port")`` (or ``RAY_ADDRESS``) names
-a cluster, rayreact does not grow one of its own: the facade calls
-:func:`connect` and from then on hands each call to real Ray.  Objects are Ray's
-own: ``.remote()`` returns real ``ray.ObjectRef``\\ s and real actor handles, so
-Ray serializes, resolves and reference-counts them exactly as it always does,
-nested refs and handles passed between tasks included.
+a cluster, rayreact does not grow one of its own: ``init`` calls :func:`connect`,
+which returns a :class:`RayDelegate`, and ``context.current`` holds it.  From then
+on the facade's runtime-protocol calls (core.runtime_api.RuntimeAPI) are carried
+out by real Ray.  Objects are Ray's own: ``.remote()`` returns real
+``ray.ObjectRef``\\ s and real actor handles, so Ray serializes, resolves and
+reference-counts them exactly as it always does, nested refs and handles passed
+between tasks included.
 
-Wiring (what the facade does; see also ``compat_tests/README.md``):
+Wiring:
 
 * ``init``: ``if address is not None or delegate.in_ray_worker():``
   ``context.current = delegate.connect(address, **init_kwargs)``.  Inside a Ray
   worker (user code that calls rayreact's API from a task running on the
   cluster) :func:`connect` adopts the worker's existing Ray connection.
-* ``get``, ``put``, ``wait``, ``kill``, ``cancel``, ``get_actor`` and the other
-  top-level functions: ``if _delegate is not None: return
-  delegate.<same name>(...)`` before anything else (they take Ray's objects).
+* The facade calls the protocol as on any runtime.  Ray's refs and handles are
+  their own ids: :meth:`RayDelegate.external_id` recognises them, so ``get``,
+  ``wait``, ``kill`` and ``cancel`` hand them over unchanged.
 * ``RemoteFunction.remote`` / ``ActorClass.remote`` reach
-  :meth:`DelegateRuntime.submit_task` / :meth:`DelegateRuntime.create_actor`
-  through ``context.current``; both build the real ``ray.remote`` twin of the
-  rayreact object lazily with :func:`to_ray`, so objects decorated before
-  ``init`` (or unpickled in a worker) work.
+  :meth:`RayDelegate.submit_task` / :meth:`RayDelegate.create_actor`, which build
+  the real ``ray.remote`` twin of the rayreact object lazily with :func:`to_ray`,
+  so objects decorated before ``init`` (or unpickled in a worker) work.
 
-Errors that real Ray raises out of ``get``/``wait`` are re-raised as instances of
-*both* Ray's class and rayreact's class of the same name (a ``RayTaskError`` also
-stays an instance of the user's exception class), so ``except`` clauses written
-against either module catch them.
+Errors that real Ray raises out of ``get``/``wait`` (and ``kill``, ``cancel``) are
+re-raised as instances of *both* Ray's class and rayreact's class of the same name
+(a ``RayTaskError`` also stays an instance of the user's exception class), so
+``except`` clauses written against either module catch them.
 
 A script started by ``rayreact run`` has ``ray`` aliased to rayreact; real Ray
 needs its own name, so :func:`connect` removes the alias (code already holding
@@ -37,11 +38,12 @@ from __future__ import annotations
 
 import functools
 import importlib
+import platform
 import sys
 import threading
 
 _lock = threading.RLock()
-_runtime = None  # the DelegateRuntime of this process, while connected
+_connection = None  # the RayDelegate of this process, while connected
 _dual_exception_classes: dict = {}
 
 
@@ -72,20 +74,33 @@ def in_ray_worker() -> bool:
 
 
 def connected() -> bool:
-    return _runtime is not None
+    return _connection is not None
 
 
-# ---------------------------------------------------------------- connection
+# ---------------------------------------------------------------- the runtime protocol, by real Ray
 
-_RAYREACT_ONLY_INIT_KEYS = {"_reactor", "_trace"}
+def _translating_errors(fn):
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            dual = _dual_exception(exc)
+            if dual is exc:
+                raise
+            raise dual.with_traceback(exc.__traceback__) from exc.__cause__
+    return call
 
 
-class DelegateRuntime:
-    """``context.current`` while connected: the facade's runtime calls, done by real Ray."""
+class RayDelegate:
+    """``context.current`` while connected: core.runtime_api.RuntimeAPI, carried out by real Ray.
+
+    Object ids and actor ids are Ray's ``ObjectRef``\\ s and ``ActorHandle``\\ s themselves (see
+    :meth:`external_id`).  ``is_driver`` is False inside a Ray worker, whose connection is adopted
+    and not ours to close.
+    """
 
     is_driver = True
-    is_actor = False
-    local_mode = False
 
     def __init__(self, ray, adopted):
         self.ray = ray
@@ -96,7 +111,7 @@ class DelegateRuntime:
         self.job_id = bytes.fromhex(ctx.get_job_id())
         self.is_driver = not adopted
 
-    # The facade's object-level entry points.
+    # ------------------------------------------------------------------ calls
     def submit_task(self, remote_function, args, kwargs, options):
         return _with_options(to_ray(remote_function), options, remote_function).remote(*args, **kwargs)
 
@@ -109,21 +124,120 @@ class DelegateRuntime:
             method = method.options(num_returns=num_returns)
         return method.remote(*args, **kwargs)
 
+    # ------------------------------------------------------------------ objects
+    def put(self, value):
+        return self.ray.put(value)
+
+    @_translating_errors
+    def get_values(self, object_ids, timeout):
+        return self.ray.get(list(object_ids), timeout=timeout)
+
+    @_translating_errors
+    def wait_ids(self, object_ids, num_returns, timeout, fetch_local):
+        ready, _ = self.ray.wait(list(object_ids), num_returns=num_returns, timeout=timeout,
+                                 fetch_local=fetch_local)
+        ready = set(ready)
+        return [oid in ready for oid in object_ids]
+
+    def external_id(self, obj, kind):
+        ray = self.ray
+        if kind == "object":
+            ok = isinstance(obj, (ray.ObjectRef, ray.ObjectRefGenerator))
+        else:
+            ok = isinstance(obj, ray.actor.ActorHandle)
+        return obj if ok else None
+
+    def on_ref_unpickled(self, object_id):
+        """Ray counts its own refs; rayreact refs do not exist here."""
+
+    # ------------------------------------------------------------------ generator tasks
+    def stream_next(self, stream_id, index, timeout, peek=False):
+        raise TypeError("rayreact is connected to real Ray: generator tasks return Ray's ObjectRefGenerator, "
+                        "not rayreact's")
+
+    def stream_drop(self, stream_id, index):
+        """No-op: rayreact generators do not exist while connected (Ray's own clean up after themselves)."""
+
+    # ------------------------------------------------------------------ actors, cancellation
+    @_translating_errors
+    def kill_actor(self, actor_id, no_restart):
+        self.ray.kill(actor_id, no_restart=no_restart)
+
+    @_translating_errors
+    def cancel(self, object_id, force, recursive):
+        self.ray.cancel(object_id, force=force, recursive=recursive)
+
+    def named_actor(self, name, namespace, make_handle):
+        try:
+            return self.ray.get_actor(name, namespace=namespace)
+        except ValueError:     # Ray's "Failed to look up actor ...": the facade raises its own
+            return None
+
+    def list_named_actors(self, all_namespaces):
+        return self.ray.util.list_named_actors(all_namespaces=all_namespaces)
+
+    # ------------------------------------------------------------------ resources
     def resources(self, which):
         return dict(self.ray.available_resources() if which == "available" else self.ray.cluster_resources())
 
-    def get_actor_info(self, name, namespace=None):
-        raise RuntimeError("rayreact is connected to real Ray: route get_actor to rayreact.compat.delegate.get_actor")
+    def nodes(self):
+        return self.ray.nodes()
+
+    def placement_group_call(self, verb, payload):
+        raise NotImplementedError("rayreact.util.placement_group is rayreact's own (one node); connected to a "
+                                  "Ray cluster, use real Ray's ray.util.placement_group")
 
     def get_gpu_ids(self):
         return self.ray.get_gpu_ids()
 
-    # Reference bookkeeping of rayreact's own objects: nothing to track here.
-    def on_ref_unpickled(self, object_id):
-        pass
+    # ------------------------------------------------------------------ this process
+    def runtime_info(self):
+        from rayreact.core.runtime_api import RuntimeInfo
+
+        ctx = self.ray.get_runtime_context()
+        task_id, actor_id = ctx.get_task_id(), ctx.get_actor_id()
+        pg = ctx.get_placement_group_id()
+        return RuntimeInfo(job_id=bytes.fromhex(ctx.get_job_id()), node_id=bytes.fromhex(ctx.get_node_id()),
+                           namespace=ctx.namespace, task_id=bytes.fromhex(task_id) if task_id else None,
+                           actor_id=bytes.fromhex(actor_id) if actor_id else None,
+                           actor_name=ctx.get_actor_name() if actor_id else None,
+                           num_restarts=int(bool(actor_id and ctx.was_current_actor_reconstructed)),
+                           placement_group=(pg, ctx.should_capture_child_tasks_in_placement_group) if pg else None,
+                           assigned_resources=ctx.get_assigned_resources(), is_actor=bool(actor_id))
+
+    def runtime_context(self, make_context):
+        return self.ray.get_runtime_context()   # Ray's own, with everything Ray knows
+
+    def current_actor_handle(self):
+        return self.ray.get_runtime_context().current_actor
+
+    def current_call_cancelled(self):
+        return self.ray.get_runtime_context().is_canceled()
+
+    def request_actor_exit(self):
+        """Ray ends the actor itself: ``ray.actor.exit_actor()`` raises (and outside an actor, Ray's error)."""
+        self.ray.actor.exit_actor()
+        return False
+
+    # ------------------------------------------------------------------ session
+    def timeline_events(self):
+        return self.ray.timeline()
+
+    def address_info(self):
+        ctx = self.ray.get_runtime_context()
+        gcs = ctx.gcs_address
+        return {
+            "node_ip_address": gcs.rsplit(":", 1)[0], "raylet_ip_address": gcs.rsplit(":", 1)[0],
+            "redis_address": None, "object_store_address": "", "raylet_socket_name": "", "webui_url": "",
+            "session_dir": "", "metrics_export_port": None, "gcs_address": gcs, "address": gcs,
+            "node_id": ctx.get_node_id(), "python_version": platform.python_version(),
+            "ray_version": self.ray.__version__,
+        }
 
     def shutdown(self):
-        disconnect()
+        """Leave the cluster (``ray.shutdown``); inside a Ray worker (adopted connection) a no-op."""
+        if not self.adopted:
+            disconnect()
 
 
 def _with_options(twin, options, original):
@@ -135,17 +249,22 @@ def _with_options(twin, options, original):
 _MISSING = object()
 
 
-def connect(address=None, **init_kwargs) -> DelegateRuntime:
-    """Connect this process to the real Ray cluster at ``address``; return the facade's runtime.
+# ---------------------------------------------------------------- connection
+
+_RAYREACT_ONLY_INIT_KEYS = {"_reactor", "_trace"}
+
+
+def connect(address=None, **init_kwargs) -> RayDelegate:
+    """Connect this process to the real Ray cluster at ``address``; return the runtime for ``context.current``.
 
     Inside a Ray worker the existing connection is adopted and ``address`` ignored.
     ``init_kwargs`` are ``ray.init``'s; ``None`` values are left to Ray's defaults.
     """
-    global _runtime
+    global _connection
     with _lock:
-        if _runtime is not None:
+        if _connection is not None:
             if init_kwargs.get("ignore_reinit_error"):
-                return _runtime
+                return _connection
             raise RuntimeError("Maybe you called ray.init twice by accident? rayreact is already connected "
                                "to a Ray cluster.")
         ray = _real_ray()
@@ -158,25 +277,17 @@ def connect(address=None, **init_kwargs) -> DelegateRuntime:
             else:
                 raise ValueError(f"Cannot connect to a Ray cluster at {address!r}: expected 'auto', "
                                  "'ray://host:port' or 'host:port'.")
-        _runtime = DelegateRuntime(ray, adopted)
-        return _runtime
+        _connection = RayDelegate(ray, adopted)
+        return _connection
 
 
 def disconnect():
     """Leave the cluster (``ray.shutdown``); a worker's adopted connection stays up."""
-    global _runtime
+    global _connection
     with _lock:
-        rt, _runtime = _runtime, None
+        rt, _connection = _connection, None
         if rt is not None and not rt.adopted:
             rt.ray.shutdown()
-
-
-def address_info() -> dict:
-    ray = _runtime.ray if _runtime is not None else _real_ray()
-    ctx = ray.get_runtime_context()
-    gcs = ctx.gcs_address
-    return {"address": gcs, "gcs_address": gcs, "node_id": ctx.get_node_id(),
-            "node_ip_address": gcs.rsplit(":", 1)[0], "ray_version": ray.__version__}
 
 
 def client(address=None):
@@ -214,7 +325,7 @@ def to_ray(obj):
     twin = getattr(obj, "_ray_twin", None)
     if twin is not None:
         return twin
-    ray = _runtime.ray if _runtime is not None else _real_ray()
+    ray = _connection.ray if _connection is not None else _real_ray()
     target, options = _target_of(obj), _options_of(obj)
     twin = ray.remote(**options)(target) if options else ray.remote(target)
     try:
@@ -254,84 +365,3 @@ def _dual_exception(exc):
     new.__cause__ = exc.__cause__
     new.__traceback__ = exc.__traceback__
     return new
-
-
-def _translating_errors(fn):
-    @functools.wraps(fn)
-    def call(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except Exception as exc:
-            dual = _dual_exception(exc)
-            if dual is exc:
-                raise
-            raise dual.with_traceback(exc.__traceback__) from exc.__cause__
-    return call
-
-
-# ---------------------------------------------------------------- the top-level API, by real Ray
-
-def _ray():
-    if _runtime is None:
-        if not in_ray_worker():
-            raise RuntimeError("rayreact is not connected to a Ray cluster")
-        connect(None)  # user code running inside a Ray worker: adopt its connection
-    return _runtime.ray
-
-
-@_translating_errors
-def get(object_refs, *, timeout=None, **kwargs):
-    return _ray().get(object_refs, timeout=timeout, **kwargs)
-
-
-@_translating_errors
-def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
-    return _ray().wait(ray_waitables, num_returns=num_returns, timeout=timeout, fetch_local=fetch_local)
-
-
-def put(value, **kwargs):
-    return _ray().put(value, **kwargs)
-
-
-@_translating_errors
-def kill(actor, *, no_restart=True):
-    return _ray().kill(actor, no_restart=no_restart)
-
-
-@_translating_errors
-def cancel(ray_waitable, *, force=False, recursive=True):
-    return _ray().cancel(ray_waitable, force=force, recursive=recursive)
-
-
-@_translating_errors
-def get_actor(name, namespace=None):
-    return _ray().get_actor(name, namespace=namespace)
-
-
-def available_resources():
-    return _ray().available_resources()
-
-
-def cluster_resources():
-    return _ray().cluster_resources()
-
-
-def nodes():
-    return _ray().nodes()
-
-
-def timeline(filename=None):
-    return _ray().timeline(filename=filename)
-
-
-def get_runtime_context():
-    return _ray().get_runtime_context()
-
-
-def get_gpu_ids():
-    return _ray().get_gpu_ids()
-
-
-def remote(*args, **kwargs):
-    """Decorate with real Ray directly (the facade may keep its own objects instead)."""
-    return _ray().remote(*args, **kwargs)

@@ -1,4 +1,9 @@
-"""Which runtime serves API calls in this process (driver, worker, local mode, or real Ray)."""
+"""Which runtime serves API calls in this process (driver, worker, local mode, or real Ray).
+
+``current`` implements :class:`rayreact.core.runtime_api.RuntimeAPI`; the facade calls nothing else.
+"""
+
+from .runtime_api import RuntimeBase
 
 current = None  # set by init() in the driver, by the worker main loop in workers
 
@@ -16,12 +21,5 @@ def runtime():
     return rt
 
 
-class RuntimeHooks:
-    """Notifications the API objects send to the runtime of their process; no-ops unless overridden.
-
-    ObjectRef calls this when a ref is unpickled, so a runtime that counts references
-    (the driver) can; the others inherit it.  Actor handles count through core.handles.
-    """
-
-    def on_ref_unpickled(self, object_id):
-        pass
+# The base of rayreact's own runtimes (driver, worker, local mode), under the name they subclass.
+RuntimeHooks = RuntimeBase

@@ -278,9 +278,6 @@ class LocalRuntime(context.RuntimeHooks):
             self._ledger = ResourceLedger(self)
         return self._ledger.handle(verb, payload)
 
-    def get_gpu_ids(self):
-        return []
-
     @property
     def available(self):
         if not hasattr(self, "_available"):
@@ -290,6 +287,30 @@ class LocalRuntime(context.RuntimeHooks):
     def shutdown(self):
         self.values.clear()
         self.actors.clear()
+
+    # ---------------------------------------------------------------- runtime protocol (core.runtime_api)
+    # The rest of RuntimeAPI: the methods above, and what core.runtime_api.RuntimeBase shares.
+    actor_name = None
+
+    def runtime_info(self):
+        from .runtime_api import RuntimeInfo
+        # As before: inside an actor's call the actor id is set, yet is_actor stays False (everything runs in
+        # the driver, so there is no actor process to hand a handle to).
+        return RuntimeInfo(job_id=self.job_id, node_id=self.node_id, namespace=self.namespace,
+                           task_id=self.current_task_id, actor_id=self.actor_id)
+
+    def current_actor_handle(self):
+        raise RuntimeError("This method is only available in an actor.")
+
+    def current_call_cancelled(self):
+        raise RuntimeError("This method is only available when the process is a worker.")
+
+    def request_actor_exit(self):
+        raise TypeError("exit_actor API is called on a non-actor worker.")
+
+    def timeline_events(self):
+        """Local mode keeps no timeline."""
+        return []
 
 
 class _Upstream(Exception):

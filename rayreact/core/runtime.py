@@ -1869,9 +1869,6 @@ class Runtime(context.RuntimeHooks):
             w.exiting = True
             self._send(w, (protocol.EXIT, "out_of_scope"))     # a graceful end: __ray_shutdown__, atexit
 
-    def get_gpu_ids(self):
-        return []
-
     # ================================================================== shutdown
     def shutdown(self):
         if not self._running:
@@ -1909,6 +1906,26 @@ class Runtime(context.RuntimeHooks):
         serialization.snapshots.clear()
         serialization.segment_pool.clear()
         refcount.reset()
+
+    # ================================================================== runtime protocol (core.runtime_api)
+    # The rest of RuntimeAPI: the methods above, and what core.runtime_api.RuntimeBase shares.
+    def runtime_info(self):
+        from .runtime_api import RuntimeInfo
+        return RuntimeInfo(job_id=self.job_id, node_id=self.node_id, namespace=self.namespace)
+
+    def current_actor_handle(self):
+        raise RuntimeError("This method is only available in an actor.")
+
+    def current_call_cancelled(self):
+        raise RuntimeError("This method is only available when the process is a worker.")
+
+    def request_actor_exit(self):
+        raise TypeError("exit_actor API is called on a non-actor worker.")
+
+    def timeline_events(self):
+        """The reactor's runs (core.explain); [] with the reactor off.  (The reactor also sets this on the
+        instance.)"""
+        return self._reactor.timeline_events() if self._reactor is not None else []
 
 
 class _StreamState:

@@ -890,6 +890,31 @@ class Worker(context.RuntimeHooks):
             return []
         return [int(x) if x.isdigit() else x for x in visible.split(",") if x]
 
+    # ---------------------------------------------------------------- runtime protocol (core.runtime_api)
+    # The rest of RuntimeAPI: the methods above, and what core.runtime_api.RuntimeBase shares.
+    actor_name = None        # set when this worker becomes a named actor
+
+    def runtime_info(self):
+        from .runtime_api import RuntimeInfo
+        return RuntimeInfo(job_id=self.job_id, node_id=self.node_id, namespace=self.namespace,
+                           task_id=self.current_task_id, actor_id=self.actor_id, actor_name=self.actor_name,
+                           placement_group=self.current_pg, assigned_resources=self.assigned_resources,
+                           is_actor=self.is_actor)
+
+    def request_actor_exit(self):
+        if not self.is_actor:
+            raise TypeError("exit_actor API is called on a non-actor worker.")
+        self.request_exit()
+        return self.is_asyncio_actor
+
+    def timeline_events(self):
+        """The timeline is the driver's (its reactor's runs): a worker has no events of its own."""
+        return []
+
+    def shutdown(self):
+        """A documented no-op: the session belongs to the driver, and ``ray.shutdown()`` in a task or actor
+        leaves it running."""
+
 
 def _item_id(stream_id, index):
     from .submission import item_id

@@ -65,6 +65,9 @@ def _runtime():
     return rt
 
 
+context.start_sessions_with(_runtime)
+
+
 def _in_ray_worker():
     from .compat import delegate
     return delegate.in_ray_worker()

@@ -209,6 +209,9 @@ def _rebuild_handle(actor_id, class_name, methods, weak=False):
     return ActorHandle(actor_id, class_name, methods, weak=weak)
 
 
+handles.serve_handles_with(ActorHandle)
+
+
 class ActorMethod:
     """``handle.method`` — call with ``.remote(...)``."""
 

@@ -6,6 +6,7 @@
 from .runtime_api import RuntimeBase
 
 current = None  # set by init() in the driver, by the worker main loop in workers
+_start_session = None   # what starts a session when an API call comes before init() (the facade names it)
 
 
 def get():
@@ -13,12 +14,17 @@ def get():
 
 
 def runtime():
-    """This process' runtime, for the API's hot paths (``.remote``): an import only when init() must run."""
+    """This process' runtime, for the API's hot paths (``.remote``): and init() when none runs yet."""
     rt = current
     if rt is None:
-        from .. import _api
-        rt = _api._runtime()
+        rt = _start_session()
     return rt
+
+
+def start_sessions_with(start):
+    """The facade's ``init``-on-first-use: ``start()`` returns the runtime it made current."""
+    global _start_session
+    _start_session = start
 
 
 # The base of rayreact's own runtimes (driver, worker, local mode), under the name they subclass.

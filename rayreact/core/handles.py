@@ -25,3 +25,16 @@ def is_key(object_id: bytes) -> bool:
 
 def actor_of(key: bytes) -> bytes:
     return key[len(_PREFIX):]
+
+
+_handle_class = None
+
+
+def serve_handles_with(handle_class):
+    """The facade's ActorHandle class: the core builds every handle through :func:`new_handle`."""
+    global _handle_class
+    _handle_class = handle_class
+
+
+def new_handle(*args, **kwargs):
+    return _handle_class(*args, **kwargs)

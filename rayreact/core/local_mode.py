@@ -14,8 +14,8 @@ import os
 import traceback
 
 from .. import exceptions
-from ..object_ref import ObjectRef
-from . import context, generator_returns, ids, serialization, submission
+from .refs import ObjectRef
+from . import context, generator_returns, handles, ids, serialization, submission
 
 
 class _Actor:
@@ -146,7 +146,7 @@ class LocalRuntime(context.RuntimeHooks):
             self.current_task_id = prev
 
     def _store_stream(self, stream_id, value, num_returns, name, actor):
-        from ..object_ref import DynamicObjectRefGenerator
+        from .refs import DynamicObjectRefGenerator
         count = 0
         item_ids = []
         try:
@@ -197,13 +197,12 @@ class LocalRuntime(context.RuntimeHooks):
         return submission._returns(refs, num_returns)
 
     def create_actor(self, actor_class, args, kwargs, options):
-        from ..actor import ActorHandle
         name = options.get("name")
         namespace = options.get("namespace") or self.namespace
         if name and (namespace, name) in self.named:
             if options.get("get_if_exists"):
                 aid = self.named[(namespace, name)]
-                return ActorHandle(aid, self.actors[aid].class_name, self.actors[aid].methods)
+                return handles.new_handle(aid, self.actors[aid].class_name, self.actors[aid].methods)
             raise ValueError(f"The name {name} (namespace={namespace}) is already taken.")
         aid = ids.actor_id()
         actor = _Actor(actor_class._cls.__name__, actor_class._methods)
@@ -224,7 +223,7 @@ class LocalRuntime(context.RuntimeHooks):
         if is_error:
             actor.dead_error = exceptions.ActorDiedError(
                 error_msg=f"The actor died because of an error raised in its creation task, {value}")
-        return ActorHandle(aid, actor.class_name, actor.methods, original=True)
+        return handles.new_handle(aid, actor.class_name, actor.methods, original=True)
 
     def submit_actor_call(self, handle, info, args, kwargs, num_returns):
         num_returns = submission.normalize_num_returns(num_returns)

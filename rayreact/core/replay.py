@@ -64,7 +64,7 @@ import threading
 import time
 
 from .. import exceptions
-from ..object_ref import ObjectRef, ObjectRefGenerator
+from .refs import ObjectRef, ObjectRefGenerator
 from . import channel, ids, protocol, refcount, serialization, submission
 from .infer import infer
 from .record import ACTOR_METHOD, TASK, ActorInfo, Recorder

@@ -41,7 +41,7 @@ import warnings
 import weakref
 
 from .. import exceptions
-from ..object_ref import ObjectRef
+from .refs import ObjectRef
 from . import channel, context, handles, ids, leftovers, protocol, refcount, serialization, submission
 from .serialization import INLINE, SEGMENT
 from .handoff import remove_slot_files
@@ -1048,7 +1048,7 @@ class Runtime(context.RuntimeHooks):
         """A dynamic generator that raised: its items stay, and the error becomes one more item (as in Ray)."""
         if self.objects.get(stream_id) is None:
             return [(stream_id, error_desc)]      # nobody holds the generator's ref
-        from ..object_ref import DynamicObjectRefGenerator
+        from .refs import DynamicObjectRefGenerator
         st = self._streams.get(stream_id)
         count = len(st.held) if st is not None else 0
         self._on_stream_item(w, submission.item_id(stream_id, count), error_desc, False)
@@ -1105,7 +1105,6 @@ class Runtime(context.RuntimeHooks):
 
     # ================================================================== public API: actors
     def create_actor(self, actor_class, args, kwargs, options):
-        from ..actor import ActorHandle
         name = options.get("name")
         namespace = options.get("namespace") or self.namespace
         if self.tracing:
@@ -1118,7 +1117,7 @@ class Runtime(context.RuntimeHooks):
                 if existing is not None and self.actors[existing].state != "DEAD":
                     if options.get("get_if_exists"):
                         a = self.actors[existing]
-                        return ActorHandle(a.actor_id, a.class_name, a.methods, weak=True)
+                        return handles.new_handle(a.actor_id, a.class_name, a.methods, weak=True)
                     raise ValueError(f"The name {name} (namespace={namespace}) is already taken. Please use a "
                                      "different name or get the existing actor using "
                                      f"ray.get_actor('{name}', namespace='{namespace}')")
@@ -1138,9 +1137,9 @@ class Runtime(context.RuntimeHooks):
             if err is not None:
                 found = self._named_if_get_if_exists(options, namespace)
                 if found is not None:
-                    return ActorHandle(*found, weak=True)
+                    return handles.new_handle(*found, weak=True)
                 raise err
-            handle = ActorHandle(actor_id, actor_class._cls.__name__, actor_class._methods, original=True)
+            handle = handles.new_handle(actor_id, actor_class._cls.__name__, actor_class._methods, original=True)
         return handle
 
     def _named_if_get_if_exists(self, options, namespace):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 
 from .. import exceptions
-from ..object_ref import ObjectRef
-from . import ids, protocol, serialization
+from .refs import ObjectRef
+from . import handles, ids, protocol, serialization
 from .serialization import INLINE, SEGMENT
 from .spilling import spilling
 from .worker import _ArgRef
@@ -131,14 +131,13 @@ def submit_task_from_worker(worker, remote_function, args, kwargs, options):
 
 def create_actor_from_worker(worker, actor_class, args, kwargs, options):
     options = captured_options(worker, options)
-    from ..actor import ActorHandle
     name = options.get("name")
     if worker._tracer is not None:
         options = {**options, "_trace_key": worker._tracer.actor_key_for(actor_class._cls.__name__)}
     if name and options.get("get_if_exists"):
         found = worker.get_actor_info(name, options.get("namespace"))
         if found is not None:
-            return ActorHandle(*found, weak=True)
+            return handles.new_handle(*found, weak=True)
     args_desc, direct = pack_args(args, kwargs, worker.session)
     code_id = code_id_of(actor_class)
     code = serialization.dumps_code(actor_class._cls)
@@ -147,10 +146,10 @@ def create_actor_from_worker(worker, actor_class, args, kwargs, options):
                                                       actor_class._methods, actor_class._is_async, args_desc,
                                                       direct, dict(options)))
     if isinstance(reply, tuple):
-        return ActorHandle(*reply, weak=True)   # get_if_exists: another caller created it since we looked
+        return handles.new_handle(*reply, weak=True)   # get_if_exists: another caller created it since we looked
     if reply is not None:
         raise reply
-    return ActorHandle(actor_id, actor_class._cls.__name__, actor_class._methods, original=True)
+    return handles.new_handle(actor_id, actor_class._cls.__name__, actor_class._methods, original=True)
 
 
 def submit_call_from_worker(worker, handle, info, args, kwargs, num_returns):
@@ -167,7 +166,7 @@ def submit_call_from_worker(worker, handle, info, args, kwargs, num_returns):
 
 def _returns(refs, num_returns):
     if num_returns == STREAMING:
-        from ..object_ref import ObjectRefGenerator
+        from .refs import ObjectRefGenerator
         return ObjectRefGenerator(refs[0])
     if num_returns == 1 or num_returns == DYNAMIC:
         return refs[0]

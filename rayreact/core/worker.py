@@ -30,7 +30,7 @@ import time
 import traceback
 
 from .. import exceptions
-from . import channel, context, generator_returns, ids, protocol, refcount, serialization
+from . import channel, context, generator_returns, handles, ids, protocol, refcount, serialization
 from .serialization import INLINE, SEGMENT
 from .handoff import handoff
 from .spilling import spilling
@@ -370,7 +370,7 @@ class Worker(context.RuntimeHooks):
             count += 1
         if keep:
             return [(stream_id, self.store_value(stream_id, count))]
-        from ..object_ref import DynamicObjectRefGenerator, ObjectRef
+        from .refs import DynamicObjectRefGenerator, ObjectRef
         return [(stream_id, self.store_value(stream_id, DynamicObjectRefGenerator([ObjectRef(o) for o in item_ids])))]
 
     def _error_results(self, return_ids, err):
@@ -832,7 +832,7 @@ class Worker(context.RuntimeHooks):
         return submission.submit_call_from_worker(self, handle, info, args, kwargs, num_returns)
 
     def put(self, value):
-        from ..object_ref import ObjectRef
+        from .refs import ObjectRef
         oid = ids.new_id()
         desc = self.store_value(oid, value)
         self._post(protocol.V_PUT, (oid, desc))
@@ -880,9 +880,8 @@ class Worker(context.RuntimeHooks):
         return self._request(protocol.V_PG, (verb, payload))
 
     def current_actor_handle(self):
-        from ..actor import ActorHandle
         class_name, methods = self.actor_handle_info[:2]
-        return ActorHandle(self.actor_id, class_name, methods, weak=True)   # as in Ray, it keeps nothing alive
+        return handles.new_handle(self.actor_id, class_name, methods, weak=True)   # as in Ray, it keeps nothing alive
 
     def get_gpu_ids(self):
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")

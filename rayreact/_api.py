@@ -135,13 +135,13 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, object_s
                                            num_cpus=num_cpus, num_gpus=num_gpus, resources=resources)
         else:
             from .core.runtime import Runtime
-            context.current = Runtime(num_cpus=num_cpus, num_gpus=num_gpus, resources=resources,
-                                      object_store_memory=object_store_memory, namespace=namespace,
-                                      runtime_env=runtime_env,
-                                      log_to_driver=True if log_to_driver is None else log_to_driver,
-                                      reactor=_reactor)
-        if runtime_env and runtime_env.get("env_vars"):
-            pass
+            rt = Runtime(num_cpus=num_cpus, num_gpus=num_gpus, resources=resources,
+                         object_store_memory=object_store_memory, namespace=namespace, runtime_env=runtime_env,
+                         log_to_driver=True if log_to_driver is None else log_to_driver)
+            if _reactor:
+                from .core.replay import Reactor
+                rt = Reactor(rt)            # in front of the dynamic runtime: every API call reaches it first
+            context.current = rt
         _register_atexit()
         return _context_info()
 

@@ -44,7 +44,7 @@ VICTIM = textwrap.dedent("""
     kept = [holder.big.remote(), ray.put(np.zeros(1 << 18)), task_pid.remote(np.ones(1 << 18))]
     ray.get(kept)
     spilled = [ray.put(np.ones(30 * 2**20 // 8)) for _ in range(3)]     # past the limit: files on disk
-    rt = context.current
+    rt = context.dynamic_runtime()
     forked = 0
     if os.environ.get("VICTIM_FORKS"):
         forked = os.fork()       # a child holding every descriptor of the driver, the zygote's stdin included

@@ -23,7 +23,7 @@ def test_values_past_object_store_memory_spill_to_disk(fresh_rayreact):
     ray = fresh_rayreact
     limit = 100 * 2**20
     ray.init(num_cpus=2, object_store_memory=limit)
-    rt = ray.core.context.current
+    rt = ray.core.context.dynamic_runtime()
     mb40 = 40 * 2**20 // 8
     puts = [ray.put(np.full(mb40, float(i))) for i in range(4)]
 
@@ -57,7 +57,7 @@ def test_values_past_object_store_memory_spill_to_disk(fresh_rayreact):
 def test_a_full_spill_directory_names_the_sizes(fresh_rayreact):
     ray = fresh_rayreact
     ray.init(num_cpus=1, object_store_memory=80 * 2**20)
-    rt = ray.core.context.current
+    rt = ray.core.context.dynamic_runtime()
     kept = ray.put(np.ones(60 * 2**20 // 8))
     os.rename(rt.spill_dir, rt.spill_dir + ".away")     # the disk side refuses the write (as a full disk would)
     try:
@@ -91,7 +91,7 @@ def test_a_session_on_the_fallback_directory_works_and_cleans_up(fresh_rayreact,
         "/dev/shm is too small (simulated)"))
     with pytest.warns(UserWarning, match="too small"):
         ray.init(num_cpus=1)
-    rt = ray.core.context.current
+    rt = ray.core.context.dynamic_runtime()
     assert rt.shm_dir != "/dev/shm"
     big = np.arange(2 * 2**20, dtype=np.float64)
     ref = ray.put(big)
@@ -105,7 +105,7 @@ def test_a_session_on_the_fallback_directory_works_and_cleans_up(fresh_rayreact,
 def test_segments_are_private_to_the_user(fresh_rayreact):
     ray = fresh_rayreact
     ray.init(num_cpus=1)
-    rt = ray.core.context.current
+    rt = ray.core.context.dynamic_runtime()
     ref = ray.put(np.ones(2**20))
     paths = glob.glob(os.path.join(rt.shm_dir, f"rr-{rt.session}-*"))
     assert paths

@@ -51,7 +51,7 @@ def ray(rb):
 
 def _reactor(module):
     from rayreact.core import context
-    return getattr(context.current, "_reactor", None)
+    return context.current.reactor
 
 
 def runs_of_this_test(ray):

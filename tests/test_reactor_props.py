@@ -213,7 +213,7 @@ def session():
                                                                   HealthCheck.too_slow])
 @given(program=programs())
 def test_random_programs_match_dynamic_mode(session, program):
-    reactor = context.current._reactor
+    reactor = context.current.reactor
     reactor.reset()
     before = sum(r["periods"] for r in reactor.snapshot()["runs"])
     refused_before = dict(reactor.snapshot()["refusals"])

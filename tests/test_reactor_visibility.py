@@ -47,7 +47,7 @@ def session():
 
 @pytest.fixture
 def fresh(session):
-    context.current._reactor.reset()
+    context.current.reactor.reset()
     return session
 
 
@@ -73,7 +73,7 @@ def test_idle_replaying_script_uses_no_cpu(fresh):
     pids = ray.get([e.pid.remote() for e in envs])
     for i in range(200):
         ray.get([e.step.remote(i) for e in envs])
-    reactor = context.current._reactor
+    reactor = context.current.reactor
     assert reactor.state == "REPLAYING"
     before = [_cpu_seconds(p) for p in pids]
     time.sleep(2.0)
@@ -130,7 +130,7 @@ def test_reactor_off():
         ray.shutdown()
     ray.init(num_cpus=2, _reactor=False)
     try:
-        assert context.current._reactor is None
+        assert context.current.reactor is None
         e = ray.explain(quiet=True)
         assert "off" in str(e)
         ref = ray.remote(Policy).remote().act.remote(np.array([0.0, 4.0]))
@@ -145,6 +145,6 @@ def test_reactor_off_by_environment(monkeypatch):
     monkeypatch.setenv("RAYREACT_REACTOR", "0")
     ray.init(num_cpus=2)
     try:
-        assert context.current._reactor is None
+        assert context.current.reactor is None
     finally:
         ray.shutdown()

@@ -18,10 +18,10 @@ from rayreact.core.runtime import Runtime
 from rayreact.core.worker import Worker
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUNTIMES = [Runtime, Worker, LocalRuntime, RayDelegate]
-# What the reactor puts over the driver's methods on the instance (core.replay.Reactor._wrap).
-REACTOR_WRAPPED = ("submit_task", "submit_actor_call", "put", "get_values", "wait_ids", "create_actor",
-                   "kill_actor", "cancel", "shutdown")
+RUNTIMES = [Runtime, Worker, LocalRuntime, RayDelegate, Reactor]
+# What the reactor in front of the driver's runtime serves itself (the rest it passes on: RuntimeFront).
+REACTOR_SERVED = ("submit_task", "submit_actor_call", "put", "get_values", "wait_ids", "create_actor",
+                  "kill_actor", "cancel", "timeline_events", "shutdown")
 
 
 def _params(fn):
@@ -85,11 +85,25 @@ def test_runtime_declares_the_attributes(runtime):
     assert Worker.is_driver is False and Runtime.is_driver is True and LocalRuntime.is_driver is True
 
 
-@pytest.mark.parametrize("name", REACTOR_WRAPPED)
-def test_the_reactor_wraps_protocol_methods_with_their_signatures(name):
-    # The reactor replaces these on the driver's instance: its versions must stand in for them.
+@pytest.mark.parametrize("name", REACTOR_SERVED)
+def test_the_reactor_serves_the_calls_it_replays_itself(name):
+    # By composition: its own methods, not RuntimeFront's pass-through (nothing is set on an instance).
     assert name in runtime_api.PROTOCOL_METHODS
+    assert name in vars(Reactor), f"Reactor.{name} passes on what it must serve"
     assert incompatibilities(getattr(Reactor, name), getattr(runtime_api.RuntimeAPI, name)) == []
+
+
+def test_nothing_is_set_on_the_dynamic_runtime_instance():
+    import rayreact
+    rayreact.init(num_cpus=1)
+    try:
+        front = rayreact.core.context.current
+        assert isinstance(front, Reactor)
+        behind = front.behind
+        assert type(behind) is Runtime
+        assert not set(runtime_api.PROTOCOL_METHODS) & set(vars(behind)), "a protocol method set on the instance"
+    finally:
+        rayreact.shutdown()
 
 
 def test_the_check_catches_missing_and_different_parameters():

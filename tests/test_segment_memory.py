@@ -29,7 +29,7 @@ def _object_path(rt, ref):
 def test_identical_puts_share_one_file_and_a_change_gets_its_own(fresh_rayreact):
     ray = fresh_rayreact
     ray.init(num_cpus=1)
-    rt = ray.core.context.current
+    rt = ray.core.context.dynamic_runtime()
     arr = np.arange(2 * MB, dtype=np.float64)
     first, second = ray.put(arr), ray.put(arr)
     assert os.stat(_object_path(rt, first)).st_ino == os.stat(_object_path(rt, second)).st_ino
@@ -43,7 +43,7 @@ def test_put_and_drop_loops_stay_within_the_pool(fresh_rayreact):
     ray = fresh_rayreact
     store = 256 * MB
     ray.init(num_cpus=1, object_store_memory=store)
-    rt = ray.core.context.current
+    rt = ray.core.context.dynamic_runtime()
     pool = segments.segment_pool.limit
     assert 0 < pool <= store // 4
 
@@ -67,7 +67,7 @@ def test_put_and_drop_loops_stay_within_the_pool(fresh_rayreact):
 def test_nothing_is_left_after_shutdown(fresh_rayreact):
     ray = fresh_rayreact
     ray.init(num_cpus=1)
-    rt = ray.core.context.current
+    rt = ray.core.context.dynamic_runtime()
     kept = [ray.put(np.full(MB, float(i))) for i in range(3)]
     values = [ray.get(r) for r in kept]
     del kept
@@ -107,7 +107,7 @@ def test_fresh_worker_results_change_hands_without_a_copy(fresh_rayreact):
     assert ray.get(maker.counts.remote())[1] >= 2
     assert [float(v[-1]) for v in values + kept] == [0.0, 1.0, 2.0, 3.0, 4.0, 0.0, 1.0, 2.0, 3.0]
     # The worker keeps a free slot for its next result; when it dies, the driver removes the file.
-    rt = ray.core.context.current
+    rt = ray.core.context.dynamic_runtime()
     pid = ray.get(maker.pid.remote())
     assert _files(rt, f"slot-{pid}-")
     ray.kill(maker)

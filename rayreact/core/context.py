@@ -3,7 +3,7 @@
 ``current`` implements :class:`rayreact.core.runtime_api.RuntimeAPI`; the facade calls nothing else.
 """
 
-from .runtime_api import RuntimeBase
+from .runtime_api import RuntimeBase, RuntimeFront
 
 current = None  # set by init() in the driver, by the worker main loop in workers
 _start_session = None   # what starts a session when an API call comes before init() (the facade names it)
@@ -11,6 +11,13 @@ _start_session = None   # what starts a session when an API call comes before in
 
 def get():
     return current
+
+
+def dynamic_runtime():
+    """The runtime that runs calls dynamically: ``current``, or the one a layer in front of it (the
+    reactor) holds.  For introspection and tests; the facade calls ``current``."""
+    rt = current
+    return rt.behind if isinstance(rt, RuntimeFront) else rt
 
 
 def runtime():

@@ -308,6 +308,7 @@ cdef class Gather:
     cdef uint32_t* arrived
     cdef uint32_t* target
     cdef uint32_t* sleeping
+    cdef uint32_t spare[3]          # what the words point at once closed (a late bump must not touch the unmapped)
     cdef readonly str path
 
     def __cinit__(self, str path, bint create=False):
@@ -365,6 +366,10 @@ cdef class Gather:
         return met
 
     def close(self):
+        # A death noticed on the service thread may bump a gather that the handover thread is closing.
+        self.spare[0] = load_u32(self.arrived)
+        self.spare[1] = self.spare[2] = 0
+        self.arrived, self.target, self.sleeping = &self.spare[0], &self.spare[1], &self.spare[2]
         self.mapped.close()
 
 

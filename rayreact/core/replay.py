@@ -2,7 +2,7 @@
 
 ::
 
-             every driver API call (the Runtime's entry points, wrapped here)
+             every driver API call (the Reactor is context.current, in front of the Runtime it holds)
                                    │
      RECORDING ── feed record.Recorder; after a get/wait, now and then run infer.infer
          │ a plan without blockers, and the next call sits at plan.switch
@@ -68,7 +68,8 @@ from .refs import ObjectRef, ObjectRefGenerator
 from . import channel, ids, protocol, refcount, serialization, submission
 from .infer import infer
 from .record import ACTOR_METHOD, TASK, ActorInfo, Recorder
-from .runtime import READY, Runtime
+from .runtime import READY
+from .runtime_api import RuntimeFront
 
 logger = logging.getLogger("rayreact")
 
@@ -100,16 +101,13 @@ class Refused(Exception):
     """A plan replay cannot run (the reason is kept for ``explain``)."""
 
 
-def install(rt):
-    """Attach a reactor to ``rt``; every driver API entry point then goes through it."""
-    return Reactor(rt)
-
-
-class Reactor:
-    """The reactor layer of one driver runtime: its state machine and everything explain() reports."""
+class Reactor(RuntimeFront):
+    """The reactor layer in front of one driver runtime (``rt``, which it holds): with replay on, what
+    ``context.current`` is.  Its state machine and everything explain() reports."""
 
     def __init__(self, rt):
         from . import reactor as _reactor_ext          # the Cython scheduler (also the frame codec)
+        super().__init__(rt)
         self.ext = _reactor_ext
         self.rt = rt
         self.lock = threading.RLock()
@@ -131,19 +129,12 @@ class Reactor:
         self.bell = None
         self.run_counter = 0
         self.tasks = {}                  # plan target key -> (guard target, RemoteFunction, options)
-        self._wrap()
+        rt.attach_reactor(self)
         self._start_recording()
 
-    # ================================================================== wiring into the Runtime
-    def _wrap(self):
-        rt = self.rt
-        names = ("submit_task", "submit_actor_call", "put", "get_values", "wait_ids", "create_actor", "kill_actor",
-                 "cancel", "shutdown", "on_worker_died")
-        self.dyn = {name: getattr(Runtime, name).__get__(rt) for name in names}
-        for name in names:
-            setattr(rt, name, getattr(self, name))
-        rt.timeline_events = self.timeline_events
-        rt.attach_reactor(self)
+    @property
+    def reactor(self):
+        return self
 
     # ================================================================== state changes
     def _start_recording(self):
@@ -317,7 +308,7 @@ class Reactor:
                                 _nested_refs(args, kwargs))
         self._recorded("submit")
 
-    # ================================================================== wrapped entry points
+    # ================================================================== entry points served here
     def submit_actor_call(self, handle, info, args, kwargs, num_returns):
         with self.lock:
             if self._enter():
@@ -327,7 +318,7 @@ class Reactor:
                         return out
                 else:
                     self.deopt("a generator call")
-            out = self.dyn["submit_actor_call"](handle, info, args, kwargs, num_returns)
+            out = self.rt.submit_actor_call(handle, info, args, kwargs, num_returns)
             if self.state is RECORDING:
                 self._record_submit(ACTOR_METHOD, info.name, handle._actor_id, args, kwargs, num_returns, out)
             return out
@@ -343,7 +334,7 @@ class Reactor:
                         return out
                 else:
                     self.deopt("a generator call")
-            out = self.dyn["submit_task"](remote_function, args, kwargs, options)
+            out = self.rt.submit_task(remote_function, args, kwargs, options)
             if self.state is RECORDING:
                 target = _task_target(remote_function, options)
                 self.tasks[target] = (target, remote_function, options)
@@ -356,7 +347,7 @@ class Reactor:
                 out = self.run.put(value)
                 if out is not DEOPT:
                     return out
-            ref = self.dyn["put"](value)
+            ref = self.rt.put(value)
             if self.state is RECORDING:
                 nested = _nested_refs((value,), None)
                 self.recorder.on_put(value, ref._id, nested.get(0, ()) if nested else ())
@@ -372,7 +363,7 @@ class Reactor:
             if self.state is RECORDING:
                 self.recorder.on_get(list(object_ids), timeout)
                 self._recorded("get")
-        return self.dyn["get_values"](object_ids, timeout)
+        return self.rt.get_values(object_ids, timeout)
 
     def wait_ids(self, object_ids, num_returns, timeout, fetch_local):
         with self.lock:
@@ -383,13 +374,13 @@ class Reactor:
             if self.state is RECORDING:
                 self.recorder.on_wait(list(object_ids), num_returns, timeout)
                 self._recorded("wait")
-        return self.dyn["wait_ids"](object_ids, num_returns, timeout, fetch_local)
+        return self.rt.wait_ids(object_ids, num_returns, timeout, fetch_local)
 
     def create_actor(self, actor_class, args, kwargs, options):
         with self.lock:
             if self._enter():
                 self.deopt(f"a new actor ({actor_class._cls.__name__})")
-            handle = self.dyn["create_actor"](actor_class, args, kwargs, options)
+            handle = self.rt.create_actor(actor_class, args, kwargs, options)
             if self.state is RECORDING:
                 concurrency = options.get("max_concurrency") or (1000 if actor_class._is_async else 1)
                 self.recorder.on_actor_create(actor_class._cls.__qualname__, handle._actor_id, args, kwargs or {},
@@ -404,7 +395,7 @@ class Reactor:
             if self.state is RECORDING:
                 self.recorder.on_actor_kill(actor_id)
                 self._recorded("kill")
-        return self.dyn["kill_actor"](actor_id, no_restart)
+        return self.rt.kill_actor(actor_id, no_restart)
 
     def cancel(self, object_id, force=False, recursive=True):
         with self.lock:
@@ -413,11 +404,11 @@ class Reactor:
             if self.state is RECORDING:
                 self.recorder.on_cancel(object_id)
                 self._recorded("cancel")
-        return self.dyn["cancel"](object_id, force, recursive)
+        return self.rt.cancel(object_id, force, recursive)
 
-    def on_worker_died(self, w, reason):
-        # Runs under the runtime's lock (service thread): flags only, the replaying thread does the rest.
-        self.dyn["on_worker_died"](w, reason)
+    def worker_died(self, w):
+        # The runtime calls this under its lock (service thread), once it has settled the death itself:
+        # flags only, the replaying thread does the rest.
         for run in [self.run, *self.draining]:
             if run is not None:
                 run.worker_died(w)
@@ -452,7 +443,7 @@ class Reactor:
             except OSError:
                 pass
             self.bell = None
-        return self.dyn["shutdown"]()
+        return self.rt.shutdown()
 
     def knows(self, oid):
         """Whether ``oid`` is a ref the running replay handed out (asked by the runtime on unknown ids)."""
@@ -1340,7 +1331,7 @@ class ReplayRun:
                 rt.bell.ring()
                 continue
             again = dict(options, max_retries=retries - 1 if retries > 0 else retries)
-            self.reactor.dyn["submit_task"](function, args, kwargs, again, return_ids=return_ids)
+            self.reactor.rt.submit_task(function, args, kwargs, again, return_ids=return_ids)
 
     def _give_back_workers(self):
         lent, self.lent = self.lent, []

@@ -149,7 +149,7 @@ class Runtime(context.RuntimeHooks):
     is_actor = False
 
     def __init__(self, *, num_cpus=None, num_gpus=None, resources=None, object_store_memory=None,
-                 namespace=None, runtime_env=None, log_to_driver=True, reactor=True):
+                 namespace=None, runtime_env=None, log_to_driver=True):
         self.session = os.urandom(4).hex()
         self.namespace = namespace or f"anon-{os.urandom(4).hex()}"
         self.job_id = b"\x01\x00\x00\x00"
@@ -169,7 +169,6 @@ class Runtime(context.RuntimeHooks):
         self.available = dict(self.total)
         self.free_gpu_ids = list(range(int(self.num_gpus)))
         self._configure_store(object_store_memory)
-        self.reactor_enabled = reactor
 
         self._lock = threading.RLock()
         self.workers = {}                  # index -> WorkerProc
@@ -224,10 +223,7 @@ class Runtime(context.RuntimeHooks):
             for _ in range(min(self._pool_target, os.cpu_count() or 1)):
                 self._starting_task_workers += 1
                 self._spawn_worker("task")
-        self._reactor = None
-        if reactor:
-            from . import replay
-            replay.install(self)       # wraps the API entry points; sets self._reactor
+        self._reactor = None           # the replay engine in front of this runtime, if any (attach_reactor)
 
     def _configure_store(self, object_store_memory):
         """Where objects live: the shared directory, the spill directory, the segment pool's sizes."""
@@ -267,10 +263,13 @@ class Runtime(context.RuntimeHooks):
 
     @property
     def reactor(self):
-        """The replay engine attached to this runtime (core.replay), or None."""
-        return getattr(self, "_reactor", None)
+        """The replay engine in front of this runtime (core.replay), or None."""
+        return self._reactor
 
     def attach_reactor(self, reactor):
+        """``reactor`` stands in front of this runtime (it holds it): it is told of every worker's death
+        (``reactor.worker_died(w)``, under the lock) and asked whether an unknown object id is one of its
+        refs (``reactor.knows(oid)``)."""
         self._reactor = reactor
 
     # ================================================================== processes
@@ -366,12 +365,8 @@ class Runtime(context.RuntimeHooks):
                     w.to_ring.want_space(False)
 
     def _reactor_owns(self, oid):
-        """Whether the replay engine (rayreact.core.replay) produced ``oid`` (it may define ``knows``)."""
-        reactor = getattr(self, "_reactor", None)
-        if reactor is None:
-            return False
-        knows = getattr(reactor, "knows", None)
-        return False if knows is None else knows(oid)
+        """Whether the replay engine in front (core.replay) handed out ``oid``."""
+        return self._reactor is not None and self._reactor.knows(oid)
 
     def _ensure_defined(self, w, code_id):
         if code_id not in w.defined:
@@ -1357,6 +1352,12 @@ class Runtime(context.RuntimeHooks):
             self._schedule()
 
     def on_worker_died(self, w, reason):
+        """A worker process ended: its calls fail, retry or restart; then the reactor in front hears of it."""
+        self._settle_dead_worker(w, reason)
+        if self._reactor is not None:
+            self._reactor.worker_died(w)
+
+    def _settle_dead_worker(self, w, reason):
         w.dead = True
         if w.pid and not w.bell.asleep():
             channel.forget_awake_process()   # it died awake: it no longer wants a core
@@ -1922,9 +1923,8 @@ class Runtime(context.RuntimeHooks):
         raise TypeError("exit_actor API is called on a non-actor worker.")
 
     def timeline_events(self):
-        """The reactor's runs (core.explain); [] with the reactor off.  (The reactor also sets this on the
-        instance.)"""
-        return self._reactor.timeline_events() if self._reactor is not None else []
+        """[]: the dynamic runtime keeps no timeline (the reactor in front, when on, answers instead)."""
+        return []
 
 
 class _StreamState:

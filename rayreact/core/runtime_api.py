@@ -17,9 +17,10 @@ id* the 16 bytes an ``ActorHandle`` carries (``handle._actor_id``).  Real Ray's 
 have no such ids: for the delegate they serve as their own ids, and :meth:`RuntimeAPI.external_id`
 is how the facade recognises them.
 
-The names ``submit_task``, ``submit_actor_call``, ``put``, ``get_values``, ``wait_ids``,
-``create_actor``, ``kill_actor``, ``cancel`` and ``shutdown`` are those of the driver ``Runtime``:
-the reactor (core.replay) wraps exactly these on the driver's instance.
+A layer may stand in front of a runtime by composition (:class:`RuntimeFront`): with replay on,
+``context.current`` is the reactor (core.replay), which holds the driver ``Runtime``, serves
+``submit_task``, ``submit_actor_call``, ``put``, ``get_values``, ``wait_ids``, ``create_actor``,
+``kill_actor``, ``cancel``, ``timeline_events`` and ``shutdown`` itself, and passes the rest on.
 
 This module imports nothing of rayreact: core may use it, the facade may use it.
 """
@@ -252,3 +253,91 @@ class RuntimeBase:
             "python_version": platform.python_version(),
             "ray_version": "2.60.0",
         }
+
+
+class RuntimeFront:
+    """A layer in front of a runtime (``behind``) that implements the protocol by passing each call on;
+    a subclass overrides what it serves itself (the reactor: calls, objects, shutdown)."""
+
+    is_driver = True
+
+    def __init__(self, behind):
+        self.behind = behind
+
+    def submit_task(self, remote_function, args, kwargs, options):
+        return self.behind.submit_task(remote_function, args, kwargs, options)
+
+    def create_actor(self, actor_class, args, kwargs, options):
+        return self.behind.create_actor(actor_class, args, kwargs, options)
+
+    def submit_actor_call(self, handle, info, args, kwargs, num_returns):
+        return self.behind.submit_actor_call(handle, info, args, kwargs, num_returns)
+
+    def put(self, value):
+        return self.behind.put(value)
+
+    def get_values(self, object_ids, timeout):
+        return self.behind.get_values(object_ids, timeout)
+
+    def wait_ids(self, object_ids, num_returns, timeout, fetch_local):
+        return self.behind.wait_ids(object_ids, num_returns, timeout, fetch_local)
+
+    def external_id(self, obj, kind):
+        return self.behind.external_id(obj, kind)
+
+    def on_ref_unpickled(self, object_id):
+        self.behind.on_ref_unpickled(object_id)
+
+    def stream_next(self, stream_id, index, timeout, peek=False):
+        return self.behind.stream_next(stream_id, index, timeout, peek)
+
+    def stream_drop(self, stream_id, index):
+        self.behind.stream_drop(stream_id, index)
+
+    def kill_actor(self, actor_id, no_restart):
+        return self.behind.kill_actor(actor_id, no_restart)
+
+    def cancel(self, object_id, force, recursive):
+        return self.behind.cancel(object_id, force, recursive)
+
+    def named_actor(self, name, namespace, make_handle):
+        return self.behind.named_actor(name, namespace, make_handle)
+
+    def list_named_actors(self, all_namespaces):
+        return self.behind.list_named_actors(all_namespaces)
+
+    def resources(self, which):
+        return self.behind.resources(which)
+
+    def nodes(self):
+        return self.behind.nodes()
+
+    def placement_group_call(self, verb, payload):
+        return self.behind.placement_group_call(verb, payload)
+
+    def get_gpu_ids(self):
+        return self.behind.get_gpu_ids()
+
+    def runtime_info(self):
+        return self.behind.runtime_info()
+
+    def runtime_context(self, make_context):
+        return self.behind.runtime_context(make_context)
+
+    def current_actor_handle(self):
+        return self.behind.current_actor_handle()
+
+    def current_call_cancelled(self):
+        return self.behind.current_call_cancelled()
+
+    def request_actor_exit(self):
+        return self.behind.request_actor_exit()
+
+    def timeline_events(self):
+        return self.behind.timeline_events()
+
+    def address_info(self):
+        return self.behind.address_info()
+
+    def shutdown(self):
+        return self.behind.shutdown()

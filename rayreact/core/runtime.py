@@ -343,10 +343,8 @@ class Runtime(context.RuntimeHooks):
     def _send(self, w, msg):
         if w.dead:
             return
-        data = protocol.dumps(msg)
+        data = protocol.dumps_fitting(msg, w.to_ring.max_message, self._prefix)
         if w.outbox or not w.to_ring.try_write(data):
-            if len(data) > w.to_ring.max_message:
-                raise exceptions.RaySystemError(f"message of {len(data)} bytes exceeds the channel limit")
             if not w.outbox:
                 w.to_ring.want_space(True)
             w.outbox.append(data)

@@ -114,12 +114,25 @@ class CapturedGroup:
         return (CapturedGroup, (self.id,))
 
 
+_code_sent = set()     # code ids this worker process has sent the driver (which keeps code for the session)
+
+
+def _code_once(code_id, obj):
+    """The pickled code the first time this process submits ``code_id``, None after: the driver has it (a
+    worker's messages arrive in order).  Pickling a function again per nested call cost ~30 us."""
+    if code_id in _code_sent:
+        return None
+    code = serialization.dumps_code(obj)
+    _code_sent.add(code_id)
+    return code
+
+
 def submit_task_from_worker(worker, remote_function, args, kwargs, options):
     options = captured_options(worker, options)
     num_returns = _num_returns(options, remote_function._default_num_returns)
     args_desc, direct = pack_args(args, kwargs, worker.session)
     code_id = code_id_of(remote_function)
-    code = serialization.dumps_code(remote_function._function)
+    code = _code_once(code_id, remote_function._function)
     return_ids = [ids.new_id() for _ in range(return_count(num_returns))]
     worker._post(protocol.V_SUBMIT_TASK, (code_id, code, remote_function._function_name, args_desc, direct,
                                           return_ids, num_returns, dict(options)))
@@ -140,7 +153,7 @@ def create_actor_from_worker(worker, actor_class, args, kwargs, options):
             return handles.new_handle(*found, weak=True)
     args_desc, direct = pack_args(args, kwargs, worker.session)
     code_id = code_id_of(actor_class)
-    code = serialization.dumps_code(actor_class._cls)
+    code = _code_once(code_id, actor_class._cls)
     actor_id = ids.actor_id()
     reply = worker._request(protocol.V_CREATE_ACTOR, (actor_id, code_id, code, actor_class._cls.__name__,
                                                       actor_class._methods, actor_class._is_async, args_desc,

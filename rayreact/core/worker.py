@@ -144,6 +144,7 @@ class Worker(context.RuntimeHooks):
         self.kind = spec["kind"]
         self.session = spec["session"]
         self.shm_dir = spec["shm_dir"]
+        self._message_prefix = os.path.join(self.shm_dir, f"rr-{self.session}-w{spec['worker_index']}")
         self.namespace = spec.get("namespace")
         self.job_id = spec.get("job_id", b"\x01\x00\x00\x00")
         self.node_id = spec.get("node_id", b"")
@@ -196,10 +197,8 @@ class Worker(context.RuntimeHooks):
 
     # ---------------------------------------------------------------- transport
     def send(self, msg):
-        data = protocol.dumps(msg)
+        data = protocol.dumps_fitting(msg, self._outbound.max_message, self._message_prefix)
         with self._send_lock:
-            if len(data) > self._outbound.max_message:
-                raise exceptions.RaySystemError(f"message of {len(data)} bytes too large for the channel")
             while not self._outbound.write(data, 1.0):
                 if self._outbound.is_closed():
                     os._exit(1)

@@ -18,6 +18,13 @@ nested submissions and dependency-driven dispatch progress while the script
 computes.  The driver never blocks writing to a worker: a full ring spills
 into that worker's outbox, flushed when the worker frees space.
 
+A pool worker runs one task at a time, but a short task (its function's recent runs under 2 ms) may
+be sent behind the one it runs (``w.pipelined``), so the worker starts it without waiting a round trip
+through the driver; a worker blocking in ``get``/``wait`` gives such tasks back (DROP → DROPPED).
+
+With replay on, the reactor (core.replay) stands in front of this runtime and holds it; this runtime
+knows it only through ``attach_reactor`` (deaths, unknown ids) and never imports it.
+
 ``_lock`` is also the object table's lock (``ObjectTable.lock``): one lock for
 both, so a call round trip takes no more acquisitions than before the table was
 split out.  Other modules reach it as ``Runtime.lock``; ``Reactor.lock`` may be
@@ -26,7 +33,6 @@ held while taking it, never the reverse.
 
 from __future__ import annotations
 
-import atexit
 import collections
 import logging
 import os

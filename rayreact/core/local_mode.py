@@ -9,13 +9,11 @@ are not.  A call runs at submission; its result (or error) waits in a dict.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
-import traceback
 
 from .. import exceptions
 from .refs import ObjectRef
-from . import context, generator_returns, handles, ids, serialization, submission
+from . import context, executor, handles, ids, serialization, submission
 
 
 class _Actor:
@@ -54,11 +52,15 @@ class LocalRuntime(context.RuntimeHooks):
         self.named = {}
         self.current_task_id = None
         self.actor_id = None
+        self._calling = None     # the _Actor whose method runs now (its event loop runs its coroutines)
         self.shm_dir = ""
 
     # ---------------------------------------------------------------- objects
+    def store(self, oid, value, is_error=False):
+        return (serialization.serialize(value, is_error=is_error).pack(), is_error)
+
     def _store(self, oid, value, is_error=False):
-        self.values[oid] = (serialization.serialize(value, is_error=is_error).pack(), is_error)
+        self.values[oid] = self.store(oid, value, is_error)
 
     def put(self, value):
         if isinstance(value, ObjectRef):
@@ -88,84 +90,59 @@ class LocalRuntime(context.RuntimeHooks):
     def wait_ids(self, object_ids, num_returns, timeout, fetch_local):
         return [oid in self.values for oid in object_ids]
 
-    # ---------------------------------------------------------------- calls
-    def _resolve(self, args, kwargs):
+    # ---------------------------------------------------------------- calls (the executor's host hooks)
+    interrupt_cancels = False
+    user_errors_only = True      # Ctrl-C and sys.exit in a call belong to the driver: they run in it
+    exit_requested = False
+
+    def resolve(self, args, kwargs):
         def one(a):
             if type(a) is ObjectRef:
                 value, is_error = self._load(a._id)
                 if is_error:
-                    raise _Upstream(value)
+                    raise executor.DependencyFailed(value)
                 return value
             return a
-        # Round-trip through pickle: the callee gets copies, as with a real worker.
         args = tuple(one(a) for a in args)
         kwargs = {k: one(v) for k, v in kwargs.items()}
-        ser = serialization.serialize((args, kwargs))
+        # Round-trip through pickle: the callee gets copies, as with a real worker.
+        try:
+            ser = serialization.serialize((args, kwargs))
+        except serialization.SerializationError as exc:
+            raise executor.Unsubmittable(TypeError(str(exc))) from None   # .remote() raises it, as in Ray
         return serialization.loads_pack(ser.pack())
 
-    def _run(self, name, fn, args, kwargs, return_ids, num_returns, actor=None):
-        prev = self.current_task_id
-        self.current_task_id = ids.task_id()
-        try:
-            try:
-                a, k = self._resolve(args, kwargs)
-            except serialization.SerializationError as exc:
-                raise TypeError(str(exc)) from None
-            value = fn(*a, **k)
-            if inspect.iscoroutine(value):
-                value = actor.run_coroutine(value) if actor is not None else asyncio.run(value)
-            elif inspect.isasyncgen(value):
-                async def drain(agen=value):
-                    return [item async for item in agen]
-                value = actor.run_coroutine(drain()) if actor is not None else asyncio.run(drain())
-            if num_returns < 0:
-                self._store_stream(return_ids[0], value, num_returns, name, actor)
-            elif inspect.isgenerator(value) and num_returns >= 1:
-                values, error = generator_returns.draw(value, num_returns)
-                for oid, v in zip(return_ids, values):
-                    self._store(oid, v)
-                if error is not None:
-                    self._store_error(name, error, return_ids[len(values):], actor)
-            elif num_returns == 1:
-                self._store(return_ids[0], value)
-            elif num_returns > 1:
-                if not isinstance(value, (tuple, list)) or len(value) != num_returns:
-                    raise ValueError(f"Task returned a value that is not a sequence of {num_returns} items.")
-                for oid, v in zip(return_ids, value):
-                    self._store(oid, v)
-        except _Upstream as up:
-            for oid in return_ids:
-                self._store(oid, up.error, True)
-        except TypeError as exc:
-            if "Could not serialize" in str(exc):
-                raise
-            self._store_error(name, exc, return_ids, actor)
-        except Exception as exc:  # noqa: BLE001
-            self._store_error(name, exc, return_ids, actor)
-        finally:
-            self.current_task_id = prev
+    def run_async(self, awaitable):
+        actor = self._calling
+        return actor.run_coroutine(awaitable) if actor is not None else asyncio.run(awaitable)
 
-    def _store_stream(self, stream_id, value, num_returns, name, actor):
+    def stream_item(self, stream_id, index, value, keep):
+        oid = submission.item_id(stream_id, index)
+        self._store(oid, value)
+        return oid
+
+    def _run(self, name, fn, args, kwargs, return_ids, num_returns, actor=None):
+        prev = self.current_task_id, self._calling
+        self.current_task_id = ids.task_id()
+        self._calling = actor
+        try:
+            results, status = executor.run(self, name, fn, args, kwargs, return_ids, num_returns,
+                                           actor.instance if actor is not None else None)
+        finally:
+            self.current_task_id, self._calling = prev
+        if status == executor.RAISED and num_returns == submission.DYNAMIC:
+            results = self._dynamic_error_as_item(return_ids[0], results[0][1])
+        self.values.update(results)
+
+    def _dynamic_error_as_item(self, stream_id, error):
+        """A dynamic generator keeps what it yielded; its error is one more item (as in Ray)."""
         from .refs import DynamicObjectRefGenerator
         count = 0
-        item_ids = []
-        try:
-            for item in value:
-                oid = submission.item_id(stream_id, count)
-                self._store(oid, item)
-                item_ids.append(oid)
-                count += 1
-        except Exception as exc:  # noqa: BLE001
-            if num_returns == submission.STREAMING:
-                raise
-            # A dynamic generator keeps what it yielded; its error is one more item (as in Ray).
-            oid = submission.item_id(stream_id, count)
-            self._store_error(name, exc, [oid], actor)
-            item_ids.append(oid)
-        if num_returns == submission.STREAMING:
-            self._store(stream_id, count)
-        else:
-            self._store(stream_id, DynamicObjectRefGenerator([ObjectRef(o) for o in item_ids]))
+        while submission.item_id(stream_id, count) in self.values:
+            count += 1
+        self.values[submission.item_id(stream_id, count)] = error
+        items = [ObjectRef(submission.item_id(stream_id, i)) for i in range(count + 1)]
+        return [(stream_id, self.store(stream_id, DynamicObjectRefGenerator(items)))]
 
     def stream_next(self, stream_id, index, timeout, peek=False):
         item = submission.item_id(stream_id, index)
@@ -176,18 +153,6 @@ class LocalRuntime(context.RuntimeHooks):
 
     def stream_drop(self, stream_id, index):
         pass
-
-    def _store_error(self, name, exc, return_ids, actor):
-        tb = exc.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
-            tb = tb.tb_next
-        text = "".join(traceback.format_exception(type(exc), exc, tb))
-        err = exceptions.RayTaskError(name, text, exc, pid=os.getpid())
-        for oid in return_ids:
-            try:
-                self._store(oid, err, True)
-            except serialization.SerializationError:
-                self._store(oid, exceptions.RayTaskError(name, text, RuntimeError(repr(exc))), True)
 
     def submit_task(self, remote_function, args, kwargs, options):
         num_returns = submission._num_returns(options, remote_function._default_num_returns)

@@ -46,8 +46,6 @@ import pickle
 import struct
 import sys
 import time
-import traceback
-import types
 
 from libc.stdint cimport int64_t, int32_t, uint32_t
 from libc.string cimport memcmp
@@ -55,7 +53,7 @@ from libc.errno cimport errno, EINTR
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 
 from .. import exceptions
-from . import channel, generator_returns, ids, protocol, refcount, serialization
+from . import channel, executor, ids, protocol, refcount, serialization
 from .handoff import handoff
 from .channel cimport _Mapped
 from .classify cimport NOT_PLAIN, PLAIN_NUMPY, classify
@@ -430,7 +428,41 @@ class TimelineLog:
             pass
 
 
-_NOT_AWAITABLE = frozenset([tuple, list, dict, int, float, bool, str, bytes, type(None)])
+class _ReplayHost:
+    """The executor's host for replayed reactions: arguments come gathered, outputs are tokens per connection."""
+
+    run_async = staticmethod(asyncio.run)
+    user_errors_only = False
+
+    def __init__(self, worker, shm_prefix):
+        self.worker = worker
+        self.shm_prefix = shm_prefix
+        self.index = 0                   # the invocation running now (segment names carry it)
+
+    def resolve(self, args, kwargs):
+        return args, kwargs
+
+    def store(self, conn, value, is_error=False):
+        if is_error:
+            # Packed at once: the executor gives one error token to every output, and _emit reads it per reader.
+            return Token(F_ERROR, serialization.serialize(value, is_error=True).pack())
+        return serialize_token(value, False, self.shm_prefix, self.index, conn)
+
+    @property
+    def interrupt_cancels(self):
+        return not self.worker.is_actor
+
+    @property
+    def exit_requested(self):
+        return self.worker.exit_requested
+
+    @property
+    def current_task_id(self):
+        return self.worker.current_task_id
+
+    @property
+    def actor_id(self):
+        return self.worker.actor_id
 
 
 cdef class WorkerReactor:
@@ -467,6 +499,7 @@ cdef class WorkerReactor:
     cdef bint stopping               # a STOP is queued: calls arriving now run after the invocations before it
     cdef object held                 # those calls (dynamic messages), in arrival order
     cdef object bells
+    cdef object host
     cdef Gather gather
 
     def __init__(self, worker, program):
@@ -492,6 +525,7 @@ cdef class WorkerReactor:
         self.stopping = False
         self.held = collections.deque()
         self.bells = {}
+        self.host = _ReplayHost(worker, self.shm_prefix)
         self.in_rings = []
         for path, writer_bell in program["in_rings"]:
             ring = channel.Ring(path)
@@ -670,12 +704,12 @@ cdef class WorkerReactor:
         exiting = False
         if failed is not None:
             # A failed dependency: every output is that same error, as in dynamic mode.
-            results = [Token(failed.flags & F_ERROR, failed.view()) for _ in outputs]
+            results = [(conn, Token(failed.flags & F_ERROR, failed.view())) for conn in outputs]
         else:
             results, exiting = self._call(index, method, name, args, kwargs, outputs)
         args = kwargs = None                # the driver frees an argument file once this reaction is logged
         handoff.commit()                    # results born in arena slots change hands (or are copied) now
-        for conn, tok in zip(outputs, results):
+        for conn, tok in results:
             self._emit(conn, index, tok)
         self._log(index, t0, monotonic_s())
         handoff.refill()
@@ -685,88 +719,38 @@ cdef class WorkerReactor:
             self.worker._exit_now()
 
     cdef tuple _call(self, int64_t index, method, name, list args, dict kwargs, tuple outputs):
+        """Run one reaction's call: ``(results as (conn, token) pairs, whether the actor now ends)``."""
         worker = self.worker
-        cdef int n = len(outputs)
+        host = self.host
+        host.index = index
         cdef bint actor = worker.is_actor          # else a pool worker lent to a task reactor: method is a code id
+        instance = worker.actor_instance if actor else None
         worker.current_task_id = _task_id()
         if not actor:
             # ray.cancel of this invocation (the driver names it in our doorbell page, then sends SIGINT until
             # the worker takes one): skipped if it has not started, interrupted if it runs, as in dynamic mode.
             if worker._bell.cancelled_invocation() == index:
-                return self._cancelled(outputs, index), False
+                return executor.fail(host, name, KeyboardInterrupt(), outputs)[0], False
             worker._replayed_invocation = index
             worker._in_task = True
         try:
             target = worker._call_target(method) if actor else worker._load_code(method)
             tracer = worker._tracer
-            if tracer is None or (actor and method.startswith("__ray")):
-                value = target(*args, **kwargs)
-            elif actor:     # rayreact compare: replayed calls are traced like dynamic ones
-                value = tracer.run("actor_call", target, method, args, kwargs,
-                                   type(worker.actor_instance).__module__)
-            else:
-                value = tracer.run("task", target, None, args, kwargs, getattr(target, "__module__", None))
-            if n >= 1 and type(value) is types.GeneratorType:   # before iscoroutine: it takes generators too
-                return self._generator_outputs(index, name, value, outputs), False
-            # asyncio.iscoroutine is an ABC check, slow on a cold cache: skipped for the usual result types
-            if type(value) not in _NOT_AWAITABLE and asyncio.iscoroutine(value):
-                value = asyncio.run(value)
-            if n == 1:
-                values = (value,)
-            elif n == 0:
-                values = ()
-            else:
-                if not isinstance(value, (tuple, list)) or len(value) != n:
-                    raise ValueError(f"Task returned {len(value) if hasattr(value, '__len__') else 'a non-sequence'} "
-                                     f"objects, but num_returns={n}.")
-                values = tuple(value)
-            value = None
-            return [serialize_token(v, False, self.shm_prefix, index, conn) for conn, v in zip(outputs, values)], False
-        except KeyboardInterrupt as exc:
-            if actor:
-                return self._raised(index, name, exc, outputs, actor), False
-            return self._cancelled(outputs, index), False
-        except SystemExit as exc:
-            if not actor:
-                return self._raised(index, name, exc, outputs, False), False
-            err = exceptions.ActorDiedError(
-                error_msg="The actor died because it called exit_actor() (or __ray_terminate__) "
-                          "and this call did not return a value.")
-            return self._errors(err, outputs, index), True
-        except BaseException as exc:  # noqa: BLE001 - every user error goes back to its readers
-            return self._raised(index, name, exc, outputs, actor), False
+            if tracer is not None and not (actor and method.startswith("__ray")):
+                # rayreact compare: replayed calls are traced like dynamic ones
+                target = executor.traced(tracer, "actor_call" if actor else "task", target,
+                                         method if actor else None,
+                                         type(instance).__module__ if actor else getattr(target, "__module__", None))
+            results, status = executor.run(host, name, target, args, kwargs, outputs, len(outputs), instance)
+        except BaseException as exc:  # noqa: BLE001 - a cancel's SIGINT just outside the call, code that won't load
+            results, status = executor.fail(host, name, exc, outputs, instance)
         finally:
             if not actor:
                 worker._in_task = False
                 worker._replayed_invocation = -1
-
-    cdef list _cancelled(self, tuple outputs, int64_t index):
-        return self._errors(exceptions.TaskCancelledError(self.worker.current_task_id.hex()), outputs, index)
-
-    cdef list _raised(self, int64_t index, name, exc, tuple outputs, bint actor):
-        exc.__traceback__ = _user_frames(exc.__traceback__)
-        err = self.worker._task_error(name, exc, actor=actor)
-        self._note_raised(index)
-        return self._errors(err, outputs, index)
-
-    cdef list _generator_outputs(self, int64_t index, name, generator, tuple outputs):
-        """What the generator yielded fills the first outputs; its error fills the rest (as in dynamic mode)."""
-        values, error = generator_returns.draw(generator, len(outputs))
-        tokens = [serialize_token(v, False, self.shm_prefix, index, conn) for conn, v in zip(outputs, values)]
-        if error is not None:
+        if status == executor.RAISED or status == executor.PARTIAL:
             self._note_raised(index)
-            tokens += self._errors(self.worker._task_error(name, error, actor=self.worker.is_actor),
-                                   outputs[len(values):], index)
-        return tokens
-
-    cdef list _errors(self, err, tuple outputs, int64_t index):
-        try:
-            data = serialization.serialize(err, is_error=True).pack()
-        except Exception:
-            err = exceptions.RayTaskError(err.function_name, err.traceback_str, RuntimeError(repr(err.cause)),
-                                          err.proctitle, err.pid, err.ip)
-            data = serialization.serialize(err, is_error=True).pack()
-        return [Token(F_ERROR, data) for _ in outputs]
+        return results, status == executor.EXITED
 
     cdef void _note_raised(self, int64_t index) except *:
         if not self.raised_noted:
@@ -906,13 +890,6 @@ cdef class WorkerReactor:
         self.gather.close()
         if self.program.get("dynamic_spin") is not None:
             channel.set_spin_seconds(self.program["dynamic_spin"])
-
-
-def _user_frames(tb):
-    """Drop the scheduler's own frames, so the remote traceback shows user code only (as in dynamic mode)."""
-    while tb is not None and tb.tb_frame.f_code.co_filename.endswith(("reactor.pyx", "worker.py")):
-        tb = tb.tb_next
-    return tb
 
 
 def handle(worker, msg):

@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import collections.abc
 import concurrent.futures
 import contextvars
-import inspect
 import os
 import signal
 import sys
@@ -30,7 +28,7 @@ import time
 import traceback
 
 from .. import exceptions
-from . import channel, context, generator_returns, handles, ids, protocol, refcount, serialization
+from . import channel, context, executor, handles, ids, protocol, refcount, serialization
 from .serialization import INLINE, SEGMENT
 from .handoff import handoff
 from .spilling import spilling
@@ -305,7 +303,8 @@ class Worker(context.RuntimeHooks):
             self._received[oid] += 1
         return value, is_error
 
-    def resolve_args(self, args_desc, arg_descs):
+    def resolve(self, args_desc, arg_descs):
+        """The executor's host hook: the call's arguments, direct refs replaced by their values."""
         args, kwargs = self._descriptor_value(args_desc)[0]
         if not arg_descs:
             return args, kwargs
@@ -313,7 +312,7 @@ class Worker(context.RuntimeHooks):
         for desc in arg_descs:
             value, is_error = self._descriptor_value(desc)
             if is_error:
-                raise _DependencyFailed(value)
+                raise executor.DependencyFailed(value)
             values.append(value)
         args = tuple(values[a.index] if type(a) is _ArgRef else a for a in args)
         if kwargs:
@@ -335,63 +334,21 @@ class Worker(context.RuntimeHooks):
         path = spilling.write(ser, name, directory)
         return (SEGMENT, path, ser.contained, is_error)
 
-    def _results(self, return_ids, value, num_returns, name):
-        if num_returns < 0:
-            return self._stream_results(return_ids[0], value, num_returns)
-        if num_returns >= 1 and inspect.isgenerator(value):
-            values, error = generator_returns.draw(value, num_returns)
-            results = [(oid, self.store_value(oid, v)) for oid, v in zip(return_ids, values)]
-            if error is not None:
-                raise _PartialResults(results, error)
-            return results
-        if num_returns > 1 and isinstance(value, collections.abc.Iterator):
-            value = list(value)
-        if num_returns == 1:
-            return [(return_ids[0], self.store_value(return_ids[0], value))]
-        if num_returns == 0:
-            return []
-        if not isinstance(value, (tuple, list)) or len(value) != num_returns:
-            raise ValueError(f"Task returned {len(value) if hasattr(value, '__len__') else 'a non-sequence'} "
-                             f"objects, but num_returns={num_returns}.")
-        return [(oid, self.store_value(oid, v)) for oid, v in zip(return_ids, value)]
+    store = store_value                    # the executor's host hooks (see executor)
+    run_async = staticmethod(asyncio.run)
+    user_errors_only = False
 
-    def _stream_results(self, stream_id, value, num_returns):
-        """Send each yielded value as it comes; the stream id finally holds the count (or the error)."""
-        keep = num_returns == submission_STREAMING
-        count = 0
-        item_ids = []
-        for item in value:
-            oid = _item_id(stream_id, count)
-            desc = self.store_value(oid, item)
-            handoff.commit()
-            self.send((protocol.STREAM_ITEM, oid, desc, keep))
-            item_ids.append(oid)
-            count += 1
-        if keep:
-            return [(stream_id, self.store_value(stream_id, count))]
-        from .refs import DynamicObjectRefGenerator, ObjectRef
-        return [(stream_id, self.store_value(stream_id, DynamicObjectRefGenerator([ObjectRef(o) for o in item_ids])))]
+    @property
+    def interrupt_cancels(self):
+        return not self.is_actor             # a task's SIGINT is ray.cancel; an actor's is the user's error
 
-    def _error_results(self, return_ids, err):
-        try:
-            desc = self.store_value(return_ids[0] if return_ids else b"", err, is_error=True)
-        except Exception:
-            err = exceptions.RayTaskError(err.function_name, err.traceback_str,
-                                          RuntimeError(repr(err.cause)), err.proctitle, err.pid, err.ip)
-            desc = self.store_value(return_ids[0] if return_ids else b"", err, is_error=True)
-        return [(oid, desc) for oid in return_ids]
-
-    def _task_error(self, name, exc, actor=False):
-        if isinstance(exc, _DependencyFailed):
-            return exc.error
-        tb = exc.__traceback__
-        # Drop our own frames: the user sees their code only.
-        while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
-            tb = tb.tb_next
-        text = "".join(traceback.format_exception(type(exc), exc, tb))
-        return exceptions.RayTaskError(name, text, exc, proctitle=f"ray::{name}", pid=os.getpid(),
-                                       actor_repr=(repr(self.actor_instance) if actor else None),
-                                       actor_id=(self.actor_id.hex() if actor and self.actor_id else None))
+    def stream_item(self, stream_id, index, value, keep):
+        """One yielded item goes to the driver as it comes (a generator's consumer may be waiting)."""
+        oid = _item_id(stream_id, index)
+        desc = self.store_value(oid, value)
+        handoff.commit()
+        self.send((protocol.STREAM_ITEM, oid, desc, keep))
+        return oid
 
     # ---------------------------------------------------------------- tasks
     def _on_sigint(self, signum, frame):
@@ -490,27 +447,12 @@ class Worker(context.RuntimeHooks):
             if self._cancelled_before_start(task_id):
                 raise KeyboardInterrupt
             fn = self._load_code(code_id)
+            if self._tracer is not None:
+                fn = executor.traced(self._tracer, "task", fn, None, getattr(fn, "__module__", None))
             handoff.ready()
-            args, kwargs = self.resolve_args(args_desc, arg_descs)
-            if self._tracer is None:
-                value = fn(*args, **kwargs)
-                if inspect.iscoroutine(value):
-                    value = asyncio.run(value)
-            else:
-                value = self._tracer.run("task", fn, None, args, kwargs, getattr(fn, "__module__", None))
-            results = self._results(return_ids, value, num_returns, name)
-            ok = True
-        except _PartialResults as partial:
-            results = partial.complete(self, return_ids, name, actor=False)
-            ok = True   # final: Ray never retries a generator that filled fixed returns
-        except KeyboardInterrupt:
-            results = self._error_results(return_ids, exceptions.TaskCancelledError(task_id.hex()))
-            ok = False
-        except BaseException as exc:  # noqa: BLE001 - every user error goes back to the caller
-            if isinstance(exc, SystemExit) and not isinstance(exc.code, str) and self.exit_requested:
-                raise
-            results = self._error_results(return_ids, self._task_error(name, exc))
-            ok = False
+            results, status = executor.run(self, name, fn, args_desc, arg_descs, return_ids, num_returns)
+        except BaseException as exc:  # noqa: BLE001 - a SIGINT (cancel) before or after the call itself
+            results, status = executor.fail(self, name, exc, return_ids)
         finally:
             self._in_task = False
             if saved_env is not None:
@@ -522,9 +464,9 @@ class Worker(context.RuntimeHooks):
             self.current_task_id = None
         nested = self._pin_nested(results)
         # Drop our views of the arguments before reporting, so their segments can be recycled at once.
-        args = kwargs = value = args_desc = arg_descs = None
+        msg = args_desc = arg_descs = None
         handoff.commit()
-        self.send((protocol.DONE, task_id, results, ok))
+        self.send((protocol.DONE, task_id, results, status <= executor.PARTIAL))
         self._unpin(nested)
         handoff.refill()
         set_title(_IDLE_TITLE)
@@ -551,7 +493,7 @@ class Worker(context.RuntimeHooks):
             threading.Thread(target=self._loop.run_forever, name="rayreact-asyncio", daemon=True).start()
         try:
             cls = self._load_code(code_id)
-            args, kwargs = self.resolve_args(args_desc, arg_descs)
+            args, kwargs = self.resolve(args_desc, arg_descs)
             self.actor_instance = cls.__new__(cls)
             if self._tracer is None or trace_key is None:
                 self._tracer = None
@@ -563,7 +505,8 @@ class Worker(context.RuntimeHooks):
                     concurrent=bool(is_async or max_concurrency > 1)), args, kwargs)
             error = None
         except BaseException as exc:  # noqa: BLE001
-            error = self._task_error(f"{class_name}.__init__", exc, actor=True)
+            error = exc.error if isinstance(exc, executor.DependencyFailed) else \
+                executor.task_error(self, f"{class_name}.__init__", exc, self.actor_instance)
         if self.exit_requested:
             error = exceptions.ActorDiedError(error_msg=f"The actor {class_name} exited in its constructor: "
                                                         "exit_actor() is called.")
@@ -598,12 +541,6 @@ class Worker(context.RuntimeHooks):
             init(*args, **kwargs)
         asyncio.run_coroutine_threadsafe(on_the_loop(), self._loop).result()
 
-    def _died_by_exit_actor(self, return_ids):
-        """The call that ran exit_actor() reports the actor's death, even if it caught the exception."""
-        return self._error_results(return_ids, exceptions.ActorDiedError(
-            error_msg="The actor died because it called exit_actor() (or __ray_terminate__) and this call "
-                      "did not return a value."))
-
     def _dispatch_call(self, msg):
         if self._loop is not None:
             asyncio.run_coroutine_threadsafe(self._run_call_async(msg), self._loop)
@@ -632,52 +569,34 @@ class Worker(context.RuntimeHooks):
 
     def _run_call(self, msg):
         (_, task_id, method_name, args_desc, arg_descs, return_ids, num_returns, task_name) = msg
-        name = f"{self.display_name}.{method_name}"
-        exiting = False
         self.current_task_id = task_id
         set_title(self._call_title(method_name, task_name), comm=False)   # comm would cost a system call per call
         try:
-            handoff.ready()
-            args, kwargs = self.resolve_args(args_desc, arg_descs)
-            if self._tracer is None or method_name.startswith("__ray"):
-                value = self._call_target(method_name)(*args, **kwargs)
-                if inspect.iscoroutine(value):
-                    value = asyncio.run(value)
-            else:
-                value = self._tracer.run("actor_call", self._call_target(method_name), method_name, args, kwargs,
-                                         type(self.actor_instance).__module__)
-            results = self._results(return_ids, value, num_returns, name)
-            ok = True
-        except _PartialResults as partial:
-            results = partial.complete(self, return_ids, name, actor=True)
-            ok = True   # final, as for tasks
-        except SystemExit:
-            exiting = True
-            results = self._died_by_exit_actor(return_ids)
-            ok = False
-        except BaseException as exc:  # noqa: BLE001
-            results = self._error_results(return_ids, self._task_error(name, exc, actor=True))
-            ok = False
-        if not exiting and _exit_called_here.get():
-            exiting = True
-            results = self._died_by_exit_actor(return_ids)
-            ok = False
+            fn = self._call_target(method_name)
+        except Exception as exc:  # noqa: BLE001 - reported as the call's error, by the executor
+            fn = _raiser(exc)
+        if self._tracer is not None and not method_name.startswith("__ray"):
+            fn = executor.traced(self._tracer, "actor_call", fn, method_name, type(self.actor_instance).__module__)
+        handoff.ready()
+        results, status = executor.run(self, f"{self.display_name}.{method_name}", fn, args_desc, arg_descs,
+                                       return_ids, num_returns, self.actor_instance)
+        if status != executor.EXITED and _exit_called_here.get():
+            results, status = executor.exited(self, return_ids)
         nested = self._pin_nested(results)
         # Drop our views of the arguments before reporting, so their segments can be recycled at once.
-        args = kwargs = value = args_desc = arg_descs = None
+        msg = args_desc = arg_descs = None
         handoff.commit()
-        self.send((protocol.DONE, task_id, results, ok))
+        self.send((protocol.DONE, task_id, results, status <= executor.PARTIAL))
         self._cancelled_calls.discard(task_id)
         self._unpin(nested)
         handoff.refill()
         set_title(self._actor_title, comm=False)
-        if exiting:
+        if status == executor.EXITED:
             self._exit_now()
 
     async def _run_call_async(self, msg):
         (_, task_id, method_name, args_desc, arg_descs, return_ids, num_returns, task_name) = msg
         name = f"{self.display_name}.{method_name}"
-        exiting = False
         sem = self._async_sem
         self.current_task_id = task_id
         self._async_calls[task_id] = asyncio.current_task()
@@ -689,39 +608,23 @@ class Worker(context.RuntimeHooks):
                 acquired = True
             if task_id in self._cancelled_calls:
                 raise asyncio.CancelledError
-            args, kwargs = self.resolve_args(args_desc, arg_descs)
-            value = self._call_target(method_name)(*args, **kwargs)
-            if inspect.iscoroutine(value):
-                value = await value
-            elif inspect.isasyncgen(value):
-                value = [item async for item in value]
+            fn = self._call_target(method_name)
             if self._tracer is not None and not method_name.startswith("__ray"):
-                self._tracer.record("actor_call", method_name, args, kwargs, value,
-                                    type(self.actor_instance).__module__)
-            results = self._results(return_ids, value, num_returns, name)
-            ok = True
-        except _PartialResults as partial:
-            results = partial.complete(self, return_ids, name, actor=True)
-            ok = True   # final, as for tasks
-        except (SystemExit, exceptions.AsyncioActorExit):
-            exiting = True
-            results = self._died_by_exit_actor(return_ids)
-            ok = False
-        except BaseException as exc:  # noqa: BLE001
-            results = self._error_results(return_ids, self._task_error(name, exc, actor=True))
-            ok = False
+                fn = _traced_async(self._tracer, fn, method_name, type(self.actor_instance).__module__)
+            results, status = await executor.run_async(self, name, fn, args_desc, arg_descs, return_ids,
+                                                       num_returns, self.actor_instance)
+        except BaseException as exc:  # noqa: BLE001 - cancelled while it waited for its turn
+            results, status = executor.fail(self, name, exc, return_ids, self.actor_instance)
         finally:
             if acquired:
                 sem.release()
             self._async_calls.pop(task_id, None)
             self._cancelled_calls.discard(task_id)
-        if not exiting and _exit_called_here.get():
-            exiting = True
-            results = self._died_by_exit_actor(return_ids)
-            ok = False
-        self.send((protocol.DONE, task_id, results, ok))
+        if status != executor.EXITED and _exit_called_here.get():
+            results, status = executor.exited(self, return_ids)
+        self.send((protocol.DONE, task_id, results, status <= executor.PARTIAL))
         set_title(self._actor_title, comm=False)
-        if exiting:
+        if status == executor.EXITED:
             self._exit_now()
 
     def request_exit(self):
@@ -919,31 +822,29 @@ def _item_id(stream_id, index):
     return item_id(stream_id, index)
 
 
-submission_STREAMING = -1
+def _raiser(exc):
+    def raise_it(*args, **kwargs):
+        raise exc
+    return raise_it
 
 
-class _DependencyFailed(Exception):
-    def __init__(self, error):
-        self.error = error
+def _traced_async(tracer, fn, method, module):
+    """An asyncio actor's call is recorded once its coroutine has finished on the actor's loop."""
+    async def traced(*args, **kwargs):
+        value = fn(*args, **kwargs)
+        if asyncio.iscoroutine(value):
+            value = await value
+        elif hasattr(value, "__anext__"):
+            value = [item async for item in value]
+        tracer.record("actor_call", method, args, kwargs, value, module)
+        return value
+    return traced
 
 
 def _quiet_about_exit_actor(loop, context):
     """exit_actor() in an asyncio task of the actor's own ends the actor; it is not an unretrieved error."""
     if not isinstance(context.get("exception"), exceptions.AsyncioActorExit):
         loop.default_exception_handler(context)
-
-
-class _PartialResults(Exception):
-    """A generator filled some of a call's fixed return values, then failed (see generator_returns)."""
-
-    def __init__(self, results, error):
-        self.results = results
-        self.error = error
-
-    def complete(self, worker, return_ids, name, actor):
-        """The values it yielded, then the error in every ref it did not reach."""
-        missing = return_ids[len(self.results):]
-        return self.results + worker._error_results(missing, worker._task_error(name, self.error, actor=actor))
 
 
 def _as_raisable(err):

@@ -156,14 +156,14 @@ def test_the_same_message_from_a_replayed_reaction(rb):
     name, ray = rb
     if name == "rayreact":
         from rayreact.core import context
-        context.current._reactor.reset()
+        context.current.reactor.reset()
     actor = ray.remote(Returns).remote()
     for _ in range(30):
         refs = actor.three_items.options(num_returns=2).remote()
         assert ray.get(actor.pair_as_dict.remote()) == {"a": 1, "b": 2}
         assert str(_error_of(ray, refs[1], ValueError).cause) == "Task returned 3 objects, but num_returns=2."
     if name == "rayreact":
-        reasons = [reason for _, reason, _ in context.current._reactor.snapshot()["fallbacks"]]
+        reasons = [reason for _, reason, _ in context.current.reactor.snapshot()["fallbacks"]]
         assert any(r.startswith("a reaction raised (Returns.three_items") for r in reasons), reasons
 
 

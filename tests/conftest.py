@@ -63,6 +63,26 @@ def backend_fixture(per_backend=None, **init_kwargs):
 
 ray_backend = backend_fixture()
 
+_VARIANT_INIT = {"rayreact-off": {"_reactor": False}, "rayreact-local": {"local_mode": True}}
+
+
+def named_backend_fixture(names):
+    """A module-scoped fixture over backend names ("rayreact", "rayreact-off" for the reactor off,
+    "rayreact-local" for local mode, "ray"), yielding (name, initialized module)."""
+
+    @pytest.fixture(scope="module", params=names)
+    def _backend(request):
+        name = request.param
+        module = _import_backend("ray" if name == "ray" else "rayreact")
+        if module.is_initialized():
+            module.shutdown()
+        module.init(num_cpus=2, include_dashboard=False, **_VARIANT_INIT.get(name, {}))
+        record_our_sessions()
+        yield name, module
+        module.shutdown()
+
+    return _backend
+
 
 @pytest.fixture(params=BACKENDS)
 def backend_module(request, monkeypatch):

@@ -9,27 +9,12 @@ import threading
 
 import pytest
 
-from conftest import _import_backend, record_our_sessions
+from conftest import named_backend_fixture
 
 BACKENDS = ["rayreact", "rayreact-off", "rayreact-local", "ray"]
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
-def rb(request):
-    """(backend name, module): one session per backend for this module."""
-    name = request.param
-    module = _import_backend("ray" if name == "ray" else "rayreact")
-    if module.is_initialized():
-        module.shutdown()
-    kwargs = dict(num_cpus=2, include_dashboard=False)
-    if name == "rayreact-off":
-        kwargs["_reactor"] = False
-    elif name == "rayreact-local":
-        kwargs["local_mode"] = True
-    module.init(**kwargs)
-    record_our_sessions()
-    yield name, module
-    module.shutdown()
+rb = named_backend_fixture(BACKENDS)
 
 
 @pytest.fixture

@@ -16,24 +16,12 @@ import threading
 import numpy as np
 import pytest
 
-from conftest import _import_backend, wait_for_file, wait_until_calls_fail
+from conftest import named_backend_fixture, wait_for_file, wait_until_calls_fail
 
 BACKENDS = ["rayreact", "rayreact-off", "ray"]
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
-def rb(request):
-    """(backend name, module): one session per backend for this module."""
-    name = request.param
-    ray = _import_backend("ray" if name == "ray" else "rayreact")
-    if ray.is_initialized():
-        ray.shutdown()
-    kwargs = dict(num_cpus=2, include_dashboard=False)
-    if name == "rayreact-off":
-        kwargs["_reactor"] = False
-    ray.init(**kwargs)
-    yield name, ray
-    ray.shutdown()
+rb = named_backend_fixture(BACKENDS)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import os
 
 from .. import exceptions
 from .refs import ObjectRef
+from .runtime_api import DriverRuntimeBase
 from . import context, executor, handles, ids, serialization, submission
 
 
@@ -32,7 +33,7 @@ class _Actor:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
 
-class LocalRuntime(context.RuntimeHooks):
+class LocalRuntime(DriverRuntimeBase):
     is_driver = True
     local_mode = True
     is_actor = False
@@ -262,21 +263,3 @@ class LocalRuntime(context.RuntimeHooks):
         # the driver, so there is no actor process to hand a handle to).
         return RuntimeInfo(job_id=self.job_id, node_id=self.node_id, namespace=self.namespace,
                            task_id=self.current_task_id, actor_id=self.actor_id)
-
-    def current_actor_handle(self):
-        raise RuntimeError("This method is only available in an actor.")
-
-    def current_call_cancelled(self):
-        raise RuntimeError("This method is only available when the process is a worker.")
-
-    def request_actor_exit(self):
-        raise TypeError("exit_actor API is called on a non-actor worker.")
-
-    def timeline_events(self):
-        """Local mode keeps no timeline."""
-        return []
-
-
-class _Upstream(Exception):
-    def __init__(self, error):
-        self.error = error

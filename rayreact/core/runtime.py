@@ -48,6 +48,7 @@ import weakref
 
 from .. import exceptions
 from .refs import ObjectRef
+from .runtime_api import DriverRuntimeBase
 from . import channel, context, handles, ids, leftovers, protocol, refcount, serialization, submission
 from .serialization import INLINE, SEGMENT
 from .handoff import remove_slot_files
@@ -147,7 +148,7 @@ def _fallback_dir(message):
     return d, message
 
 
-class Runtime(context.RuntimeHooks):
+class Runtime(DriverRuntimeBase):
     """Everything ``init`` starts.  One per driver process."""
 
     is_driver = True
@@ -1916,19 +1917,6 @@ class Runtime(context.RuntimeHooks):
     def runtime_info(self):
         from .runtime_api import RuntimeInfo
         return RuntimeInfo(job_id=self.job_id, node_id=self.node_id, namespace=self.namespace)
-
-    def current_actor_handle(self):
-        raise RuntimeError("This method is only available in an actor.")
-
-    def current_call_cancelled(self):
-        raise RuntimeError("This method is only available when the process is a worker.")
-
-    def request_actor_exit(self):
-        raise TypeError("exit_actor API is called on a non-actor worker.")
-
-    def timeline_events(self):
-        """[]: the dynamic runtime keeps no timeline (the reactor in front, when on, answers instead)."""
-        return []
 
 
 class _StreamState:

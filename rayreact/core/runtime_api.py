@@ -255,6 +255,24 @@ class RuntimeBase:
         }
 
 
+class DriverRuntimeBase(RuntimeBase):
+    """What the two runtimes of a driver process (the dynamic ``Runtime`` and ``LocalRuntime``) answer
+    alike: the calls that only make sense inside a worker's task or actor."""
+
+    def current_actor_handle(self):
+        raise RuntimeError("This method is only available in an actor.")
+
+    def current_call_cancelled(self):
+        raise RuntimeError("This method is only available when the process is a worker.")
+
+    def request_actor_exit(self):
+        raise TypeError("exit_actor API is called on a non-actor worker.")
+
+    def timeline_events(self):
+        """[]: neither keeps a timeline (the reactor in front of a Runtime, when on, answers instead)."""
+        return []
+
+
 class RuntimeFront:
     """A layer in front of a runtime (``behind``) that implements the protocol by passing each call on;
     a subclass overrides what it serves itself (the reactor: calls, objects, shutdown)."""

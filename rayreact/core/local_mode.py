@@ -14,7 +14,7 @@ import os
 from .. import exceptions
 from .refs import ObjectRef
 from .runtime_api import DriverRuntimeBase
-from . import context, executor, handles, ids, serialization, submission
+from . import executor, handles, ids, serialization, submission
 
 
 class _Actor:

@@ -130,7 +130,162 @@ def run_forked(spec):
             pass
 
 
-class Worker(context.RuntimeHooks):
+class _DriverApi(context.RuntimeHooks):
+    """The API surface a worker serves to the user's code: each call is a request to the driver (nested
+    ``get``, ``.remote()``, ``put``...).  Kept apart from :class:`Worker`, which runs the calls."""
+
+    def _request(self, verb, payload, timeout=None):
+        """Send a request and wait for its reply (the reader thread pumps; others wait on an event)."""
+        self._req_counter += 1
+        req_id = (threading.get_ident(), self._req_counter)
+        on_reader = threading.current_thread() is self._reader_thread
+        slot = [None if on_reader else threading.Event(), None, False]
+        self._pending_replies[req_id] = slot
+        self.send((protocol.REQUEST, req_id, verb, payload))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while not slot[2]:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    self.send((protocol.REQUEST, None, protocol.V_CANCEL_GET, req_id))
+                    raise exceptions.GetTimeoutError(f"Get timed out: some object(s) not ready after {timeout} s.")
+                if on_reader:
+                    raw = self._inbound.read()
+                    if raw is None:
+                        self._flush_releases()
+                        self._poller.wait(min(remaining, 1.0) if remaining is not None else 1.0)
+                        continue
+                    msg = protocol.loads(raw)
+                    if msg[0] == protocol.REPLY:
+                        self._deliver_reply(msg[1], msg[2])
+                    elif msg[0] == protocol.DEFINE:
+                        self._code[msg[1]] = msg[2]
+                    elif msg[0] == protocol.DROP:
+                        self._give_back(msg[1])       # a task sent behind this blocked one: let another run it
+                    elif self._pool is not None or self._loop is not None:
+                        self._handle(msg)
+                    else:
+                        self._deferred.append(msg)
+                else:
+                    slot[0].wait(min(remaining, 1.0) if remaining is not None else 1.0)
+            return slot[1]
+        finally:
+            self._pending_replies.pop(req_id, None)
+
+    def _post(self, verb, payload):
+        """A request with no reply (submissions: FIFO order makes them visible before any later get)."""
+        self.send((protocol.REQUEST, None, verb, payload))
+
+    def _deliver_reply(self, req_id, payload):
+        slot = self._pending_replies.get(req_id)
+        if slot is None:
+            return
+        slot[1] = payload
+        slot[2] = True
+        if slot[0] is not None:
+            slot[0].set()
+
+    # The API surface used by rayreact._api when running inside a worker.
+    def submit_task(self, remote_function, args, kwargs, options):
+        from . import submission
+        return submission.submit_task_from_worker(self, remote_function, args, kwargs, options)
+
+    def create_actor(self, actor_class, args, kwargs, options):
+        from . import handles, submission
+        handle = submission.create_actor_from_worker(self, actor_class, args, kwargs, options)
+        if handle._ray_original:
+            self._received[handles.key_of(handle._actor_id)] += 1   # the driver counts us as its first holder
+        return handle
+
+    def submit_actor_call(self, handle, info, args, kwargs, num_returns):
+        from . import submission
+        return submission.submit_call_from_worker(self, handle, info, args, kwargs, num_returns)
+
+    def put(self, value):
+        from .refs import ObjectRef
+        oid = ids.new_id()
+        desc = self.store_value(oid, value)
+        self._post(protocol.V_PUT, (oid, desc))
+        self._received[oid] += 1
+        return ObjectRef(oid)
+
+    def stream_next(self, stream_id, index, timeout, peek=False):
+        kind, oid = self._request(protocol.V_STREAM_NEXT, (stream_id, index, peek), timeout)
+        if kind == "item" and not peek:
+            self._received[oid] += 1
+        return kind, oid
+
+    def stream_drop(self, stream_id, index):
+        self._post(protocol.V_STREAM_DROP, (stream_id, index))
+
+    def get_values(self, object_ids, timeout):
+        descs = self._request(protocol.V_GET, (object_ids, timeout), timeout)
+        out = []
+        for desc in descs:
+            value, is_error = self._descriptor_value(desc)
+            if is_error:
+                raise _as_raisable(value)
+            out.append(value)
+        return out
+
+    def wait_ids(self, object_ids, num_returns, timeout, fetch_local):
+        return self._request(protocol.V_WAIT, (object_ids, num_returns, timeout), None)
+
+    def kill_actor(self, actor_id, no_restart):
+        self._request(protocol.V_KILL, (actor_id, no_restart))
+
+    def cancel(self, object_id, force, recursive):
+        self._request(protocol.V_CANCEL, (object_id, force, recursive))
+
+    def get_actor_info(self, name, namespace):
+        return self._request(protocol.V_GET_ACTOR, (name, namespace if namespace is not None else self.namespace))
+
+    def resources(self, which):
+        return self._request(protocol.V_RESOURCES, which)
+
+    def list_named_actors(self, all_namespaces):
+        return self._request(protocol.V_NAMED_LIST, (all_namespaces, self.namespace))
+
+    def placement_group_call(self, verb, payload):
+        return self._request(protocol.V_PG, (verb, payload))
+
+    def current_actor_handle(self):
+        class_name, methods = self.actor_handle_info[:2]
+        return handles.new_handle(self.actor_id, class_name, methods, weak=True)   # as in Ray, it keeps nothing alive
+
+    def get_gpu_ids(self):
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if not visible:
+            return []
+        return [int(x) if x.isdigit() else x for x in visible.split(",") if x]
+
+    # ---------------------------------------------------------------- runtime protocol (core.runtime_api)
+    # The rest of RuntimeAPI: the methods above, and what core.runtime_api.RuntimeBase shares.
+    actor_name = None        # set when this worker becomes a named actor
+
+    def runtime_info(self):
+        from .runtime_api import RuntimeInfo
+        return RuntimeInfo(job_id=self.job_id, node_id=self.node_id, namespace=self.namespace,
+                           task_id=self.current_task_id, actor_id=self.actor_id, actor_name=self.actor_name,
+                           placement_group=self.current_pg, assigned_resources=self.assigned_resources,
+                           is_actor=self.is_actor)
+
+    def request_actor_exit(self):
+        if not self.is_actor:
+            raise TypeError("exit_actor API is called on a non-actor worker.")
+        self.request_exit()
+        return self.is_asyncio_actor
+
+    def timeline_events(self):
+        """The timeline is the driver's (its reactor's runs): a worker has no events of its own."""
+        return []
+
+    def shutdown(self):
+        """A documented no-op: the session belongs to the driver, and ``ray.shutdown()`` in a task or actor
+        leaves it running."""
+
+
+class Worker(_DriverApi):
     """This process's runtime: ``context.current`` inside a worker."""
 
     is_driver = False
@@ -664,157 +819,6 @@ class Worker(context.RuntimeHooks):
     def _shutdown_executors(self):
         if self._pool is not None:
             self._pool.shutdown(wait=False)
-
-    # ---------------------------------------------------------------- nested API (requests to the driver)
-    def _request(self, verb, payload, timeout=None):
-        """Send a request and wait for its reply (the reader thread pumps; others wait on an event)."""
-        self._req_counter += 1
-        req_id = (threading.get_ident(), self._req_counter)
-        on_reader = threading.current_thread() is self._reader_thread
-        slot = [None if on_reader else threading.Event(), None, False]
-        self._pending_replies[req_id] = slot
-        self.send((protocol.REQUEST, req_id, verb, payload))
-        deadline = None if timeout is None else time.monotonic() + timeout
-        try:
-            while not slot[2]:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    self.send((protocol.REQUEST, None, protocol.V_CANCEL_GET, req_id))
-                    raise exceptions.GetTimeoutError(f"Get timed out: some object(s) not ready after {timeout} s.")
-                if on_reader:
-                    raw = self._inbound.read()
-                    if raw is None:
-                        self._flush_releases()
-                        self._poller.wait(min(remaining, 1.0) if remaining is not None else 1.0)
-                        continue
-                    msg = protocol.loads(raw)
-                    if msg[0] == protocol.REPLY:
-                        self._deliver_reply(msg[1], msg[2])
-                    elif msg[0] == protocol.DEFINE:
-                        self._code[msg[1]] = msg[2]
-                    elif msg[0] == protocol.DROP:
-                        self._give_back(msg[1])       # a task sent behind this blocked one: let another run it
-                    elif self._pool is not None or self._loop is not None:
-                        self._handle(msg)
-                    else:
-                        self._deferred.append(msg)
-                else:
-                    slot[0].wait(min(remaining, 1.0) if remaining is not None else 1.0)
-            return slot[1]
-        finally:
-            self._pending_replies.pop(req_id, None)
-
-    def _post(self, verb, payload):
-        """A request with no reply (submissions: FIFO order makes them visible before any later get)."""
-        self.send((protocol.REQUEST, None, verb, payload))
-
-    def _deliver_reply(self, req_id, payload):
-        slot = self._pending_replies.get(req_id)
-        if slot is None:
-            return
-        slot[1] = payload
-        slot[2] = True
-        if slot[0] is not None:
-            slot[0].set()
-
-    # The API surface used by rayreact._api when running inside a worker.
-    def submit_task(self, remote_function, args, kwargs, options):
-        from . import submission
-        return submission.submit_task_from_worker(self, remote_function, args, kwargs, options)
-
-    def create_actor(self, actor_class, args, kwargs, options):
-        from . import handles, submission
-        handle = submission.create_actor_from_worker(self, actor_class, args, kwargs, options)
-        if handle._ray_original:
-            self._received[handles.key_of(handle._actor_id)] += 1   # the driver counts us as its first holder
-        return handle
-
-    def submit_actor_call(self, handle, info, args, kwargs, num_returns):
-        from . import submission
-        return submission.submit_call_from_worker(self, handle, info, args, kwargs, num_returns)
-
-    def put(self, value):
-        from .refs import ObjectRef
-        oid = ids.new_id()
-        desc = self.store_value(oid, value)
-        self._post(protocol.V_PUT, (oid, desc))
-        self._received[oid] += 1
-        return ObjectRef(oid)
-
-    def stream_next(self, stream_id, index, timeout, peek=False):
-        kind, oid = self._request(protocol.V_STREAM_NEXT, (stream_id, index, peek), timeout)
-        if kind == "item" and not peek:
-            self._received[oid] += 1
-        return kind, oid
-
-    def stream_drop(self, stream_id, index):
-        self._post(protocol.V_STREAM_DROP, (stream_id, index))
-
-    def get_values(self, object_ids, timeout):
-        descs = self._request(protocol.V_GET, (object_ids, timeout), timeout)
-        out = []
-        for desc in descs:
-            value, is_error = self._descriptor_value(desc)
-            if is_error:
-                raise _as_raisable(value)
-            out.append(value)
-        return out
-
-    def wait_ids(self, object_ids, num_returns, timeout, fetch_local):
-        return self._request(protocol.V_WAIT, (object_ids, num_returns, timeout), None)
-
-    def kill_actor(self, actor_id, no_restart):
-        self._request(protocol.V_KILL, (actor_id, no_restart))
-
-    def cancel(self, object_id, force, recursive):
-        self._request(protocol.V_CANCEL, (object_id, force, recursive))
-
-    def get_actor_info(self, name, namespace):
-        return self._request(protocol.V_GET_ACTOR, (name, namespace if namespace is not None else self.namespace))
-
-    def resources(self, which):
-        return self._request(protocol.V_RESOURCES, which)
-
-    def list_named_actors(self, all_namespaces):
-        return self._request(protocol.V_NAMED_LIST, (all_namespaces, self.namespace))
-
-    def placement_group_call(self, verb, payload):
-        return self._request(protocol.V_PG, (verb, payload))
-
-    def current_actor_handle(self):
-        class_name, methods = self.actor_handle_info[:2]
-        return handles.new_handle(self.actor_id, class_name, methods, weak=True)   # as in Ray, it keeps nothing alive
-
-    def get_gpu_ids(self):
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        if not visible:
-            return []
-        return [int(x) if x.isdigit() else x for x in visible.split(",") if x]
-
-    # ---------------------------------------------------------------- runtime protocol (core.runtime_api)
-    # The rest of RuntimeAPI: the methods above, and what core.runtime_api.RuntimeBase shares.
-    actor_name = None        # set when this worker becomes a named actor
-
-    def runtime_info(self):
-        from .runtime_api import RuntimeInfo
-        return RuntimeInfo(job_id=self.job_id, node_id=self.node_id, namespace=self.namespace,
-                           task_id=self.current_task_id, actor_id=self.actor_id, actor_name=self.actor_name,
-                           placement_group=self.current_pg, assigned_resources=self.assigned_resources,
-                           is_actor=self.is_actor)
-
-    def request_actor_exit(self):
-        if not self.is_actor:
-            raise TypeError("exit_actor API is called on a non-actor worker.")
-        self.request_exit()
-        return self.is_asyncio_actor
-
-    def timeline_events(self):
-        """The timeline is the driver's (its reactor's runs): a worker has no events of its own."""
-        return []
-
-    def shutdown(self):
-        """A documented no-op: the session belongs to the driver, and ``ray.shutdown()`` in a task or actor
-        leaves it running."""
 
 
 def _item_id(stream_id, index):

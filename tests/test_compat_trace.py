@@ -306,6 +306,20 @@ def test_call_counts_that_follow_timing_after_wait_are_a_warning_not_a_divergenc
     assert diff.compare_runs([diff.summarize(ray1), diff.summarize(ray2)], diff.summarize(other)).diverged
 
 
+def test_an_actor_left_without_calls_after_wait_is_a_warning_not_a_divergence():
+    # An Ape-X loop pauses whichever explorer is ahead: whether one gets another call after wait() is timing.
+    wait = {"kind": "wait", "partial": True, "pid": 0, "t": 2}
+    ray_run = actor("E#0", [("explore", "1", "a"), ("explore", "2", "b"), ("explore", "3", "c")]) + [wait]
+    cand = actor("E#0", [("explore", "1", "a")])
+    result = diff.compare_runs([diff.summarize(ray_run), diff.summarize(ray_run)], diff.summarize(cand))
+    assert not result.diverged and result.counts()["warning"] == 1
+    # Without wait() the missing call is a divergence, and so is a method Ray never ran after it.
+    no_wait = [e for e in ray_run if e["kind"] != "wait"]
+    assert diff.compare_runs([diff.summarize(no_wait)], diff.summarize(cand)).diverged
+    other = cand + [ev("actor_call", "E#0", "explode", 5, t=9)]
+    assert diff.compare_runs([diff.summarize(ray_run), diff.summarize(ray_run)], diff.summarize(other)).diverged
+
+
 def test_calls_that_start_after_a_kill_are_not_compared():
     # Ray's kill is asynchronous: the call sent after it ran there (t=3 > kill at t=2.5).
     ray_run = actor("A#0", [("m", "1", "x"), ("m", "2", "y"), ("m", "3", "z")]) + \

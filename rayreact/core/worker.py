@@ -554,19 +554,19 @@ class Worker(_DriverApi):
             self._deferred.append(protocol.loads(raw))
 
     def _give_back(self, task_id):
-        """DROP: the driver wants a task it sent behind another back (this worker blocked, or another is
-        idle).  Given back only if it has not started; else its DONE answers."""
-        for msg in self._deferred:
-            if msg[0] == protocol.RUN_TASK and msg[1] == task_id:
-                self._deferred.remove(msg)
-                self.send((protocol.DROPPED, task_id))
-                return
+        """DROP: the driver wants back a task it sent behind the one this worker runs (which blocked in get
+        or wait).  Given back only if it has not started; else its DONE answers."""
+        self._hand_back(protocol.RUN_TASK, task_id)
 
     def _dropped_before_start(self, task_id):
         """Whether a DROP of this task waits in the inbox (read ahead): then it is given back unstarted."""
         self._read_ahead()
+        return self._hand_back(protocol.DROP, task_id)
+
+    def _hand_back(self, kind, task_id):
+        """Take the deferred ``kind`` message of ``task_id`` out and tell the driver the task is given back."""
         for msg in self._deferred:
-            if msg[0] == protocol.DROP and msg[1] == task_id:
+            if msg[0] == kind and msg[1] == task_id:
                 self._deferred.remove(msg)
                 self.send((protocol.DROPPED, task_id))
                 return True

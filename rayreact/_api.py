@@ -58,6 +58,7 @@ class RayContext(dict):
 def _runtime():
     rt = context.current
     if rt is None:
+        context.refuse_if_forked()
         with _init_lock:
             if context.current is None:
                 init()
@@ -107,6 +108,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, object_s
             raise RuntimeError("Maybe you called ray.init twice by accident? This error can be suppressed by "
                                "passing in 'ignore_reinit_error=True' or by calling 'ray.shutdown()' prior to "
                                "'ray.init()'.")
+        context.forked_from = None          # an explicit init() in a forked child starts its own session
         if address is None:
             address = os.environ.get("RAY_ADDRESS") or None
         if address in ("local",):
@@ -207,8 +209,7 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
             elif (oid := rt.external_id(r, "object")) is not None:
                 ids.append(oid)
             else:
-                raise ValueError(f"'object_refs' must either be an ObjectRef or a list of ObjectRefs. "
-                                 f"Got a list containing {type(r)}.")
+                raise TypeError(f"Attempting to call `get` on the value {r!r}, which is not an ray.ObjectRef.")
         return rt.get_values(ids, _timeout(timeout))
     if (oid := rt.external_id(object_refs, "object")) is not None:
         return rt.get_values([oid], _timeout(timeout))[0]
@@ -219,8 +220,9 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
 
 
 def _timeout(timeout):
+    # As in Ray, a negative timeout waits without limit (wait() rejects one; get() does not).
     if timeout is not None and timeout < 0:
-        raise ValueError("'timeout' must be a non-negative number or None.")
+        return None
     return timeout
 
 

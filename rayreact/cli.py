@@ -53,10 +53,10 @@ def _bench(argv):
 def _status(argv):
     from .core import channel
     import glob
-    segments = glob.glob("/dev/shm/rr-*")
+    sessions = glob.glob("/dev/shm/rr-*")      # each live session's private directory (core.session_dir)
     print(f"rayreact {__import__('rayreact').__rayreact_version__} (Ray API {__import__('rayreact').__version__})")
     print(f"channels: {channel.IMPLEMENTATION}")
-    print(f"shared-memory files of live sessions: {len(segments)}")
+    print(f"sessions with shared memory in /dev/shm: {len(sessions)}")
     return 0
 
 

@@ -52,8 +52,11 @@ class RayTaskError(RayError):
         self.args = (function_name, traceback_str, cause, proctitle, pid, ip)
 
     def __reduce__(self):
-        return (RayTaskError, (self.function_name, self.traceback_str, self.cause, self.proctitle,
-                               self.pid, self.ip, self.actor_repr, self._actor_id))
+        # The cause travels as its own pickle: a receiver that cannot load it (its class is not importable
+        # there, or its constructor wants other arguments) still has the traceback, as in Ray.
+        import cloudpickle
+        return (_unpickle_task_error, (self.function_name, self.traceback_str, cloudpickle.dumps(self.cause),
+                                       self.proctitle, self.pid, self.ip, self.actor_repr, self._actor_id))
 
     def __str__(self):
         head = f"{type(self.cause).__name__ if self.cause is not None else 'RayTaskError'}: " \
@@ -128,6 +131,16 @@ def _dual_class(cause_cls):
 
 def _rebuild_task_error(err):
     return err.as_instanceof_cause()
+
+
+def _unpickle_task_error(function_name, traceback_str, pickled_cause, *rest):
+    import pickle
+    try:
+        cause = pickle.loads(pickled_cause)
+    except Exception:       # noqa: BLE001 - whatever loading the user's class raises
+        err = RayTaskError(function_name, traceback_str, None, *rest)
+        return UnserializableException(f"{RayTaskError.__module__}.RayTaskError: {err}")
+    return RayTaskError(function_name, traceback_str, cause, *rest)
 
 
 class LocalRayletDiedError(RayError):
@@ -337,8 +350,9 @@ class UnserializableException(RayError):
         self.original_stack_trace = original_stack_trace
 
     def __str__(self):
-        return ("Failed to deserialize exception. Refer to the original stack trace below.\n"
-                + self.original_stack_trace)
+        return ("Failed to deserialize exception. Refer to https://docs.ray.io/en/latest/ray-core/objects/"
+                "serialization.html#custom-serializers-for-exceptions for more information.\n"
+                "Original exception:\n" + self.original_stack_trace)
 
 
 class ActorAlreadyExistsError(ValueError, RayError):
@@ -347,6 +361,11 @@ class ActorAlreadyExistsError(ValueError, RayError):
 
 class ActorHandleNotFoundError(ValueError, RayError):
     pass
+
+
+class ForkedSessionError(RuntimeError):
+    """rayreact's own: an API call in a child forked from a process that has a session (the session,
+    its rings and workers, belong to the parent; the child may start its own with ``init()``)."""
 
 
 RAY_EXCEPTION_TYPES = [

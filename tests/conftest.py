@@ -249,7 +249,7 @@ def _all_segments():
                + glob.glob(os.path.join(os.environ.get("TMPDIR", "/tmp"), "rayreact-shm-*", "rr-*")))
 
 
-_SESSION_PREFIX = re.compile(r"/(rr-[0-9a-f]+)-")
+_SESSION_PREFIX = re.compile(r"/(rr-[0-9a-f]+)(?:-|/|$)")    # a session's files, or its private directory
 _OUR_SESSIONS = set()
 
 

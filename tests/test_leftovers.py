@@ -2,7 +2,7 @@
 
 A driver runs in a subprocess; the test kills it with SIGKILL in several orders
 (its process group, every process at once, the zygote first...) and checks that
-its ``rr-<session>-*`` files are gone, either removed by the surviving zygote
+its ``rr-<session>`` directory and files are gone, either removed by the surviving zygote
 or swept by the next ``init`` (core.leftovers).  Also: a sweep never touches a
 live session, and files of sessions from before the session lock are removed
 only when nobody maps them.
@@ -61,7 +61,8 @@ SWEEPING_INIT = "import rayreact; rayreact.init(num_cpus=1); rayreact.shutdown()
 
 def session_files(session, spill_dir=None):
     spilled = glob.glob(os.path.join(spill_dir, f"rr-{session}-*")) if spill_dir else []
-    return glob.glob(f"/dev/shm/rr-{session}-*") + spilled
+    own_dir = f"/dev/shm/rr-{session}"      # the session's private directory (core.session_dir) and its files
+    return glob.glob(f"/dev/shm/rr-{session}-*") + glob.glob(own_dir) + glob.glob(f"{own_dir}/*") + spilled
 
 
 def alive(pid):

@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from rayreact.core import runtime
+from rayreact.core import session_dir
 
 from conftest import wait_until
 
@@ -76,7 +76,8 @@ def test_a_full_spill_directory_names_the_sizes(fresh_rayreact):
 
 def test_small_dev_shm_falls_back_to_a_private_directory():
     free = os.statvfs("/dev/shm").f_bavail * os.statvfs("/dev/shm").f_frsize
-    directory, message = runtime._shm_dir(free * 4)
+    dirs = session_dir.create(free * 4)
+    directory, message = dirs.shm, dirs.warning
     try:
         assert directory != "/dev/shm" and os.path.isdir(directory)
         assert oct(os.stat(directory).st_mode & 0o777) == oct(0o700)
@@ -87,8 +88,8 @@ def test_small_dev_shm_falls_back_to_a_private_directory():
 
 def test_a_session_on_the_fallback_directory_works_and_cleans_up(fresh_rayreact, monkeypatch):
     ray = fresh_rayreact
-    monkeypatch.setattr(runtime, "_shm_dir", lambda store: runtime._fallback_dir(
-        "/dev/shm is too small (simulated)"))
+    monkeypatch.setattr(session_dir, "create", lambda store: session_dir.SharedDirs(
+        os.urandom(4).hex(), session_dir.private_temp_dir(), None, False, "/dev/shm is too small (simulated)"))
     with pytest.warns(UserWarning, match="too small"):
         ray.init(num_cpus=1)
     rt = ray.core.context.dynamic_runtime()

@@ -101,6 +101,7 @@ class RayDelegate:
     """
 
     is_driver = True
+    survives_fork = True       # what a forked child may do is real Ray's business
 
     def __init__(self, ray, adopted):
         self.ray = ray

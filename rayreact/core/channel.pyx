@@ -36,10 +36,11 @@ since spinning would take the core from a process doing real work.
 from libc.stdint cimport uint32_t, uint64_t, int64_t
 from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
+from libc.errno cimport errno
+from cpython.buffer cimport Py_buffer, PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
+from posix.mman cimport mmap, munmap, PROT_READ, PROT_WRITE, MAP_SHARED, MAP_FAILED
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 
-import mmap as _mmap
 import os as _os
 
 cdef extern from "channel_sync.h" nogil:
@@ -153,37 +154,37 @@ def ring_file_size(uint64_t capacity):
 
 cdef class _Mapped:
     # Attributes are declared in channel.pxd (reactor.pyx maps its futex page with it too).
+    # Mapped with mmap(2) directly: Python's mmap keeps a duplicate descriptor per mapping, which cost
+    # the driver three descriptors per worker and ran out of them near 340 actors at `ulimit -n 1024`.
 
     def __cinit__(self, str path, Py_ssize_t size, bint create):
-        self.has_view = False
+        self.base = NULL
+        self.length = 0
         self.path = path
-        flags = _os.O_RDWR | (_os.O_CREAT | _os.O_EXCL if create else 0)
+        flags = _os.O_RDWR | _os.O_NOFOLLOW | _os.O_CLOEXEC | (_os.O_CREAT | _os.O_EXCL if create else 0)
         fd = _os.open(path, flags, 0o600)
+        cdef void* addr
         try:
             if create:
                 _os.ftruncate(fd, size)
-            self.mm = _mmap.mmap(fd, size, _mmap.MAP_SHARED, _mmap.PROT_READ | _mmap.PROT_WRITE)
+            elif _os.fstat(fd).st_size < size:
+                raise ValueError(f"{path} is smaller than the {size} bytes a channel maps")
+            addr = mmap(NULL, <size_t>size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+            if addr == MAP_FAILED:
+                raise OSError(errno, _os.strerror(errno), path)
         finally:
             _os.close(fd)
-        PyObject_GetBuffer(self.mm, &self.view, PyBUF_SIMPLE | PyBUF_WRITABLE)
-        self.has_view = True
-        self.base = <char*>self.view.buf
+        self.base = <char*>addr
+        self.length = <size_t>size
 
     def close(self):
-        if self.has_view:
-            PyBuffer_Release(&self.view)
-            self.has_view = False
+        if self.base != NULL:
+            munmap(self.base, self.length)
             self.base = NULL
-        if self.mm is not None:
-            try:
-                self.mm.close()
-            except BufferError:
-                pass
-            self.mm = None
 
     def __dealloc__(self):
-        if self.has_view:
-            PyBuffer_Release(&self.view)
+        if self.base != NULL:
+            munmap(self.base, self.length)
 
 
 cdef class Doorbell:

@@ -15,7 +15,8 @@ The *host* says how arguments arrive and how results leave (duck-typed):
 - ``stream_item(stream_id, index, value, keep) -> key``: one yielded item of a streaming/dynamic call;
 - ``interrupt_cancels``: KeyboardInterrupt is ``ray.cancel`` (tasks); ``user_errors_only``: anything
   that is not an ``Exception`` propagates (local mode: Ctrl-C and ``sys.exit`` belong to the driver);
-  ``exit_requested``, ``current_task_id``, ``actor_id``.
+  ``end_process(code)``: ``sys.exit`` in a task ends the worker process (it does not return);
+  ``current_task_id``, ``actor_id``.
 
 :func:`run` and :func:`run_async` return ``(results, status)``; ``status <= PARTIAL`` is a final success.
 """
@@ -147,8 +148,9 @@ def fail(host, name, exc, keys, actor=None):
         if issubclass(kind, SystemExit):
             if actor is not None:
                 return exited(host, keys)
-            if not isinstance(exc.code, str) and host.exit_requested:
-                raise exc
+            # As in Ray, sys.exit() in a task ends its worker: the caller sees the worker's death
+            # (a retry, then WorkerCrashedError), never a RayTaskError that is itself a SystemExit.
+            host.end_process(exc.code)
     elif actor is not None and isinstance(exc, exceptions.AsyncioActorExit):
         return exited(host, keys)
     return everywhere(host, keys, task_error(host, name, exc, actor)), RAISED

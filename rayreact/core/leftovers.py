@@ -1,7 +1,7 @@
 """Session files outlive a session only if every process of it was killed at once; the next ``init`` sweeps them.
 
-Every session's shared files are named ``rr-<session>-*`` in its shared-memory
-directory.  A session first creates ``rr-<session>-lock`` and holds a shared
+Every session's shared files are named ``rr-<session>-*`` in its own private
+directory (``/dev/shm/rr-<session>/``, see core.session_dir).  A session first creates ``rr-<session>-lock`` and holds a shared
 ``flock`` on it for as long as any of its processes lives: the driver opens it,
 the zygote inherits the descriptor, workers inherit it from the zygote.  The
 kernel drops the lock when the last of them dies, however it dies.  So a
@@ -21,12 +21,14 @@ import fcntl
 import glob
 import os
 import re
+import stat
 import tempfile
 import time
 
 LOCK_SUFFIX = "-lock"
 LEGACY_QUIET_SECONDS = 60.0
 _SESSION = re.compile(r"^rr-([0-9a-f]{8})-")
+_SESSION_DIR = re.compile(r"^rr-[0-9a-f]{8}$")
 _HIDDEN_LOCK = re.compile(r"^\.rr-[0-9a-f]{8}-lock\.([0-9]+)$")   # a lock being made by process <pid>
 
 
@@ -38,7 +40,7 @@ def hold_session_lock(shm_dir: str, session: str) -> int:
     """Create the session's lock file, locked, and return its descriptor (the caller keeps it open)."""
     final = lock_path(shm_dir, session)
     hidden = os.path.join(shm_dir, f".rr-{session}{LOCK_SUFFIX}.{os.getpid()}")
-    fd = os.open(hidden, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    fd = os.open(hidden, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
         os.rename(hidden, final)
@@ -78,6 +80,8 @@ def sweep(dirs=None) -> list:
             m = _SESSION.match(name)
             if m:
                 sessions[m.group(1)].append(name)
+            elif _SESSION_DIR.match(name):
+                removed += _sweep_session_dir(os.path.join(d, name))
             elif (h := _HIDDEN_LOCK.match(name)) and not os.path.exists(f"/proc/{h.group(1)}"):
                 _unlink(os.path.join(d, name))
         for session, files in sessions.items():
@@ -94,9 +98,26 @@ def sweep(dirs=None) -> list:
     return removed
 
 
+def _sweep_session_dir(path):
+    """A session's private directory: its files go if the session is dead, and then the directory."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return []
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        return []          # not ours (and a link is never followed)
+    removed = sweep([path])
+    if removed:
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
+    return removed
+
+
 def _is_dead(path: str) -> bool:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return False
     try:

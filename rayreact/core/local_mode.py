@@ -35,6 +35,7 @@ class _Actor:
 
 class LocalRuntime(DriverRuntimeBase):
     is_driver = True
+    survives_fork = True         # everything is in this process: a forked child has its own copy
     local_mode = True
     is_actor = False
 
@@ -94,7 +95,6 @@ class LocalRuntime(DriverRuntimeBase):
     # ---------------------------------------------------------------- calls (the executor's host hooks)
     interrupt_cancels = False
     user_errors_only = True      # Ctrl-C and sys.exit in a call belong to the driver: they run in it
-    exit_requested = False
 
     def resolve(self, args, kwargs):
         def one(a):

@@ -392,7 +392,7 @@ class TimelineLog:
     def __init__(self, path, create):
         import mmap
         size = _TL_HEADER + TIMELINE_RECORDS * 24
-        fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT | os.O_EXCL if create else 0), 0o600)
         try:
             if create:
                 os.ftruncate(fd, size)
@@ -452,9 +452,8 @@ class _ReplayHost:
     def interrupt_cancels(self):
         return not self.worker.is_actor
 
-    @property
-    def exit_requested(self):
-        return self.worker.exit_requested
+    def end_process(self, code):
+        self.worker.end_process(code)
 
     @property
     def current_task_id(self):

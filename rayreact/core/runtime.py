@@ -34,13 +34,14 @@ held while taking it, never the reverse.
 from __future__ import annotations
 
 import collections
+import errno
 import logging
 import os
+import resource
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import warnings
@@ -49,7 +50,7 @@ import weakref
 from .. import exceptions
 from .refs import ObjectRef
 from .runtime_api import DriverRuntimeBase
-from . import channel, context, handles, ids, leftovers, protocol, refcount, serialization, submission
+from . import channel, context, handles, ids, leftovers, protocol, refcount, serialization, session_dir, submission
 from .serialization import INLINE, SEGMENT
 from .handoff import remove_slot_files
 from .libc import libc
@@ -126,28 +127,6 @@ class ActorState:
         self.trace_key = options.get("_trace_key")
 
 
-def _shm_dir(object_store_memory):
-    """/dev/shm when it has room, else a private directory under the temp dir (page-cache backed)."""
-    want = max(object_store_memory or 0, 256 * 1024 * 1024)
-    try:
-        st = os.statvfs("/dev/shm")
-        free = st.f_bavail * st.f_frsize
-        if free >= want and os.access("/dev/shm", os.W_OK):
-            return "/dev/shm", None
-        message = (f"/dev/shm has only {free // (1024 * 1024)} MiB free (need {want // (1024 * 1024)} MiB); "
-                   "rayreact falls back to a directory in the temp dir for shared objects, which is slower. "
-                   "Give the container more shared memory (e.g. docker --shm-size=2g).")
-    except OSError:
-        message = "/dev/shm is not available; rayreact uses a directory in the temp dir for shared objects."
-    return _fallback_dir(message)
-
-
-def _fallback_dir(message):
-    d = tempfile.mkdtemp(prefix="rayreact-shm-")
-    os.chmod(d, 0o700)
-    return d, message
-
-
 class Runtime(DriverRuntimeBase):
     """Everything ``init`` starts.  One per driver process."""
 
@@ -157,7 +136,7 @@ class Runtime(DriverRuntimeBase):
 
     def __init__(self, *, num_cpus=None, num_gpus=None, resources=None, object_store_memory=None,
                  namespace=None, runtime_env=None, log_to_driver=True):
-        self.session = os.urandom(4).hex()
+        _raise_open_file_limit()
         self.namespace = namespace or f"anon-{os.urandom(4).hex()}"
         self.job_id = b"\x01\x00\x00\x00"
         self.node_id = os.urandom(28)
@@ -235,9 +214,9 @@ class Runtime(DriverRuntimeBase):
     def _configure_store(self, object_store_memory):
         """Where objects live: the shared directory, the spill directory, the segment pool's sizes."""
         self.store_limit = int(object_store_memory or _default_store_memory())
-        self.shm_dir, shm_warning = _shm_dir(object_store_memory)
         # Past the limit, values go to files in a private directory on disk (see core.spilling).
-        self.spill_dir = _fallback_dir(None)[0] if self.shm_dir == "/dev/shm" else None
+        dirs = session_dir.create(object_store_memory)
+        self.session, self.shm_dir, self.spill_dir, shm_warning = dirs.session, dirs.shm, dirs.spill, dirs.warning
         # Freed segments are kept for reuse up to this many bytes (pages already allocated: writes are memcpy);
         # the driver keeps its mappings of files it wrote, and shares one file among identical large values.
         pool = serialization.segment_pool
@@ -293,7 +272,7 @@ class Runtime(DriverRuntimeBase):
             "cleanup_globs": cleanup,
             "session_lock": leftovers.lock_path(self.shm_dir, self.session),
             "driver_pid": os.getpid(),
-            "cleanup_dirs": [d for d in (self.shm_dir, self.spill_dir) if d and d != "/dev/shm"],
+            "cleanup_dirs": [d for d in (self.shm_dir, self.spill_dir) if d],
             "preload": [m for m in ("torch", "gymnasium") if m in sys.modules],
         }
         env = dict(os.environ)
@@ -319,9 +298,17 @@ class Runtime(DriverRuntimeBase):
         self._next_worker_index += 1
         w = WorkerProc(index, kind)
         base = f"{self._prefix}-w{index}"
-        w.to_ring = channel.Ring(f"{base}-in", RING_CAPACITY, True)
-        w.from_ring = channel.Ring(f"{base}-out", RING_CAPACITY, True)
-        w.bell = channel.Doorbell(f"{base}-bell", True)
+        try:
+            w.to_ring = channel.Ring(f"{base}-in", RING_CAPACITY, True)
+            w.from_ring = channel.Ring(f"{base}-out", RING_CAPACITY, True)
+            w.bell = channel.Doorbell(f"{base}-bell", True)
+        except OSError as exc:
+            if exc.errno != errno.EMFILE:
+                raise
+            raise OSError(errno.EMFILE, f"Too many open files: rayreact could not start a worker process "
+                                        f"({len(self.workers)} started so far; this process may open "
+                                        f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]} files). Raise the "
+                                        "limit (ulimit -n) or close files this process holds.") from exc
         w.to_ring.reader_bell = w.bell
         w.from_ring.writer_bell = w.bell
         w.paths = (w.to_ring.path, w.from_ring.path, w.bell.path)
@@ -453,9 +440,15 @@ class Runtime(DriverRuntimeBase):
     def _check_dead_workers(self):
         # The zygote reports deaths; this only catches a zygote that itself died.
         if self.zygote.poll() is not None and not self._shutting_down:
-            for w in list(self.workers.values()):
-                if not w.dead:
-                    self.on_worker_died(w, "the rayreact zygote process died")
+            # Its workers die with it (their parent-death signal).  A new zygote first: retried tasks, restarted
+            # actors and the task pool then fork from it, so the session goes on as after any worker's death.
+            orphans = [w for w in self.workers.values() if not w.dead]
+            self.zygote.stdin.close()
+            self._start_zygote()
+            for w in orphans:
+                if w.pid:
+                    self._kill_pid(w.pid)
+                self.on_worker_died(w, "The worker's parent, the rayreact zygote process, died.")
 
     # ================================================================== zygote / worker messages
     def _on_zygote(self, msg):
@@ -1901,8 +1894,7 @@ class Runtime(DriverRuntimeBase):
         # The zygote removed the session's files; remove anything it could not (e.g. if it died first).
         leftovers.remove_session_files(self.shm_dir, self.session)
         os.close(self._session_lock)
-        if self.shm_dir != "/dev/shm":
-            shutil.rmtree(self.shm_dir, ignore_errors=True)
+        shutil.rmtree(self.shm_dir, ignore_errors=True)
         if self.spill_dir:
             os.close(self._spill_lock)
             shutil.rmtree(self.spill_dir, ignore_errors=True)
@@ -1942,6 +1934,18 @@ def _interrupt_main_thread(pid):
             return
         os.kill(pid, signal.SIGINT)
     except (ProcessLookupError, TypeError, OSError):
+        pass
+
+
+def _raise_open_file_limit():
+    """As Ray does at init: the soft open-file limit up to the hard one (a session may run many actors)."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or hard > 1 << 20:
+            hard = 1 << 20
+        if soft != resource.RLIM_INFINITY and soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    except (ValueError, OSError):
         pass
 
 

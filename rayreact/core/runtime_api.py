@@ -74,6 +74,11 @@ class RuntimeAPI(Protocol):
     #: worker process (rayreact's, or a real Ray worker that adopted Ray's connection).
     is_driver: bool
 
+    #: True where a child forked from this process may go on using this runtime (local mode, real
+    #: Ray's own rules); False where the runtime talks to worker processes over shared rings, which a
+    #: forked child must never touch (core.context forgets it in the child).
+    survives_fork: bool
+
     # ------------------------------------------------------------------ calls
     def submit_task(self, remote_function, args, kwargs, options):
         """Submit one call of ``remote_function`` (a RemoteFunction) with ``options`` (its merged task
@@ -180,7 +185,7 @@ class RuntimeAPI(Protocol):
 
 PROTOCOL_METHODS = tuple(name for name, member in vars(RuntimeAPI).items()
                          if callable(member) and not name.startswith("_"))
-PROTOCOL_ATTRIBUTES = ("is_driver",)
+PROTOCOL_ATTRIBUTES = ("is_driver", "survives_fork")
 
 
 def visible_gpu_ids() -> List:
@@ -211,6 +216,8 @@ class RuntimeBase:
     all three, built on their other protocol methods and on ``shm_dir`` (their shared-memory
     directory, "" for local mode).
     """
+
+    survives_fork = False
 
     def on_ref_unpickled(self, object_id):
         """Nothing to count by default (the driver counts borrowers through core.refcount)."""
@@ -278,6 +285,7 @@ class RuntimeFront:
     a subclass overrides what it serves itself (the reactor: calls, objects, shutdown)."""
 
     is_driver = True
+    survives_fork = False         # it fronts a runtime of worker processes (the reactor fronts the driver's)
 
     def __init__(self, behind):
         self.behind = behind

@@ -159,7 +159,7 @@ class SegmentPool:
             return w
         if w is not None:
             w.close()
-        fd = os.open(path, os.O_RDWR)
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
             target = pooled_size if whole else page_round(size)
             if target != pooled_size:
@@ -230,7 +230,7 @@ class SegmentPool:
             return
         session = _session_of(name)
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
             return
         try:
@@ -315,7 +315,7 @@ class SegmentPool:
         for _, _, name in files["pend"]:
             path = os.path.join(directory, name)
             try:
-                fd = os.open(path, os.O_RDONLY)
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
             except OSError:
                 continue
             try:
@@ -355,7 +355,7 @@ def create_writable(path, size):
     """A new segment file of ``size`` bytes, its pages allocated now (a full /dev/shm is an error here,
     not a SIGBUS at the first write) and mapped read-write; None if it cannot be made."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError:
         return None
     try:
@@ -425,7 +425,7 @@ class ReadMaps:
         np = self._numpy()
         if np is None:
             return _map_once(path)
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
             st = os.fstat(fd)
             with self._lock:
@@ -534,7 +534,7 @@ def map_segment(path: str) -> memoryview:
 
 
 def _map_once(path: str) -> memoryview:
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
         size = os.fstat(fd).st_size

@@ -156,7 +156,7 @@ class Serialized:
             segment_pool.written(w)
 
     def _write_fresh(self, path, parts):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             _write_all(fd, parts)
             if self.size >= MIN_POOLED and self.size % PAGE:

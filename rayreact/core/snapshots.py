@@ -185,7 +185,7 @@ class _Snapshot:
         if compares_view:
             self.compare = None
         try:
-            fd = os.open(self.path, os.O_RDWR)
+            fd = os.open(self.path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
             return False
         try:

@@ -782,6 +782,14 @@ class Worker(_DriverApi):
         if status == executor.EXITED:
             self._exit_now()
 
+    def end_process(self, code):
+        """The executor's host hook for ``sys.exit(code)`` in a task: the process ends as Python's would."""
+        if isinstance(code, str):
+            print(code, file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code if isinstance(code, int) else (0 if code is None else 1))
+
     def request_exit(self):
         self.exit_requested = True
         _exit_called_here.set(True)

@@ -59,7 +59,6 @@ import collections
 import hashlib
 import logging
 import os
-import pickle
 import threading
 import time
 
@@ -607,10 +606,10 @@ class ReplayRun:
     def __init__(self, reactor, plan, trace, first_index, number):
         self.reactor = reactor
         self.ext = reactor.ext
-        self.rt = rt = reactor.rt
+        self.rt = reactor.rt
         self.plan = plan
         self.number = number
-        self.P = P = plan.period
+        self.P = plan.period
         self.start = plan.start
         self.first = first_index
         self.owner = threading.get_ident()
@@ -629,19 +628,43 @@ class ReplayRun:
         self.fast = None                 # the DriverPath (reactor.pyx): given, cache, windows, idx live there
         max_lag = max((u.lag for c in plan.connections for u in c.uses), default=0)
         self.R = max(2, max_lag + 2)
-
-        # ---- which workers, and are they fit for replay
         self.links = {}
         self.lent = []                   # pool workers lent to this run's task reactors
-        conns = plan.connections
-        task_reactors = [r.name for r in plan.reactors if r.kind == "task"]
         self.task_of = {}                # plan target key -> (guard target, RemoteFunction, options)
         for reaction in plan.reactions:
             if reaction.op == "task":
                 self.task_of[reaction.target] = reactor.tasks[reaction.target]
         code_ids = [submission.code_id_of(fn) for _, fn, _ in self.task_of.values()]
+
+        task_reactors = [r.name for r in plan.reactors if r.kind == "task"]
+        self._check_actors()
+        if not self.links and not task_reactors:
+            raise Refused("no actor or task in the period")
+        seeds = plan.seeds(first_index)
+        seed_ids = [trace.ref_id(s.producer, s.ret) for s in seeds]
+        self._wait_for_dynamic_calls(seed_ids, len(task_reactors))
+        seed_descs = self._take_workers_and_seeds(seeds, seed_ids, task_reactors, code_ids)
+
+        self.paths = []
+        self.ring_paths = []
+        self.gather = None
+        self.poller = None
+        self.started_workers = False
+        try:
+            self._wire_and_start(trace, seeds, seed_ids, seed_descs)
+        except BaseException:
+            try:
+                self._undo_failed_start()
+            finally:
+                raise
+
+    # ------------------------------------------------------------------ plan checks
+    def _check_actors(self):
+        """Every actor reactor names a live, single-threaded actor whose calls are never retried; until its
+        worker is known ready, ``links`` holds the actor's state."""
+        rt = self.rt
         with rt.lock:
-            for r in plan.reactors:
+            for r in self.plan.reactors:
                 if r.kind in ("driver", "task"):
                     continue
                 if r.kind != "actor":
@@ -657,12 +680,10 @@ class ReplayRun:
                     raise Refused(f"{r.name}: an actor whose calls may be retried (max_task_retries) is not "
                                   "replayed")
                 self.links[r.name] = a
-        if not self.links and not task_reactors:
-            raise Refused("no actor or task in the period")
 
-        # ---- the dynamic runtime must have finished what the script asked of these actors before
-        seeds = plan.seeds(first_index)
-        seed_ids = [trace.ref_id(s.producer, s.ret) for s in seeds]
+    def _wait_for_dynamic_calls(self, seed_ids, task_workers_needed):
+        """The dynamic runtime must have finished what the script asked of these actors before."""
+        rt = self.rt
         actors = list(self.links.values())
         table = rt.object_table
 
@@ -680,11 +701,17 @@ class ReplayRun:
             raise Refused("the dynamic calls before the switch point did not finish")
 
         def enough_idle_workers():
-            return len(rt.lendable_task_workers()) >= len(task_reactors)
+            return len(rt.lendable_task_workers()) >= task_workers_needed
 
         # The loop's own tasks are done by now; a worker still busy runs something else: do not wait for it.
-        if task_reactors and not rt.wait_until(enough_idle_workers, 0.5):
-            raise Refused(f"fewer than {len(task_reactors)} idle pool workers to lend to the plan's task calls")
+        if task_workers_needed and not rt.wait_until(enough_idle_workers, 0.5):
+            raise Refused(f"fewer than {task_workers_needed} idle pool workers to lend to the plan's task calls")
+
+    def _take_workers_and_seeds(self, seeds, seed_ids, task_reactors, code_ids):
+        """In one hold of the runtime's lock: a link per actor worker, the descriptors of the values the plan
+        starts from, and the pool workers lent to the task reactors."""
+        rt = self.rt
+        table = rt.object_table
         with rt.lock:
             for name, a in list(self.links.items()):
                 if a.state != "ALIVE" or a.worker is None or a.worker.dead:
@@ -705,42 +732,34 @@ class ReplayRun:
                 self.lent = lent
                 for name, w in zip(task_reactors, lent):
                     self.links[name] = _Link(name, w, _TaskSlot())
+        return seed_descs
 
-        self.paths = []
-        self.ring_paths = []
-        self.gather = None
-        self.poller = None
-        self.started_workers = False
-        try:
-            self._wire_and_start(trace, seeds, seed_ids, seed_descs)
-        except BaseException:
-            # Never leave workers in reactor mode, or files behind, for a plan that did not start.
-            try:
-                if self.started_workers:
-                    self.stop("the plan failed to start", wait=True)
-                else:
-                    self._cleanup()
-                    self._give_back_workers()
-            finally:
-                raise
+    def _undo_failed_start(self):
+        """Never leave workers in reactor mode, or files behind, for a plan that did not start."""
+        if self.started_workers:
+            self.stop("the plan failed to start", wait=True)
+        else:
+            self._cleanup()
+            self._give_back_workers()
 
+    # ------------------------------------------------------------------ wiring and start
     def _wire_and_start(self, trace, seeds, seed_ids, seed_descs):
-        rt, plan, P, number, reactor = self.rt, self.plan, self.P, self.number, self.reactor
-        conns = plan.connections
-        # ---- wiring: rings, bells, programs
-        self.bell = reactor.replay_bell()
-        prefix = f"{rt.session_prefix}-r{number}"
+        self.bell = self.reactor.replay_bell()
+        prefix = f"{self.rt.session_prefix}-r{self.number}"
+        self._open_link_rings(prefix)
+        readers = self._classify_connections()
+        pair_path = self._open_pair_rings(prefix, readers)
+        programs = self._build_programs(prefix, readers, pair_path)
+        self._build_driver_path(readers)
+        self._start_workers(programs)
+        self._seed(seeds, seed_ids, seed_descs, readers)
+        self._install_ops(trace)
+
+    def _open_link_rings(self, prefix):
+        """The gather word, and each link's inbox, ring to the driver and timeline."""
         self.gather = self.ext.Gather(f"{prefix}-gather", True)
         self.paths.append(self.gather.path)
-        readers = {c.id: list(dict.fromkeys(u.reactor for u in c.uses)) for c in conns}
-        self.writer_of = {c.id: c.reactor for c in conns}
-        self.const_key = {}
-        for c in conns:
-            if c.source == "prefix":
-                self.const_key[c.id] = (c.id, c.producer)
-            elif c.source == "external":
-                self.const_key[c.id] = (c.id, -1 - c.producer)
-        for name, link in self.links.items():
+        for link in self.links.values():
             w = link.w
             link.inbox = self._ring(f"{prefix}-in{w.index}")
             link.bell = w.bell
@@ -749,8 +768,26 @@ class ReplayRun:
             link.out.writer_bell = w.bell
             link.timeline = self.ext.TimelineLog(f"{prefix}-tl{w.index}", True)
             self.paths.append(link.timeline.path)
-        pair_path = {}
+
+    def _classify_connections(self):
+        """Who writes and who reads each connection, and which are constants (made before the loop):
+        ``writer_of`` and ``const_key``; returns the readers of each connection, in order of first use."""
+        conns = self.plan.connections
+        readers = {c.id: list(dict.fromkeys(u.reactor for u in c.uses)) for c in conns}
+        self.writer_of = {c.id: c.reactor for c in conns}
+        self.const_key = {}
         for c in conns:
+            if c.source == "prefix":
+                self.const_key[c.id] = (c.id, c.producer)
+            elif c.source == "external":
+                self.const_key[c.id] = (c.id, -1 - c.producer)
+        return readers
+
+    def _open_pair_rings(self, prefix, readers):
+        """A ring per (writer, reader) pair of workers; returns their paths.  Created here, opened by the
+        workers: the driver never reads or writes them."""
+        pair_path = {}
+        for c in self.plan.connections:
             if c.reactor == "driver":
                 continue
             for reader in readers[c.id]:
@@ -759,73 +796,98 @@ class ReplayRun:
                     if key not in pair_path:
                         pair_path[key] = f"{prefix}-p{self.links[c.reactor].w.index}-{self.links[reader].w.index}"
                         self._ring(pair_path[key]).close()
-        bell_path = self.bell.path
-        spin = 50e-6   # the longest spin; channel.spin_now() cuts it while processes outnumber cores
-        self.spin = spin
-        programs = {}
-        for name, link in self.links.items():
-            r = plan.reactor(name)
-            in_rings = [(link.inbox.path, bell_path)]
-            out_rings = [(link.out.path, None)]          # to the driver: Gather wakes it, once per gather
-            for (writer, reader), path in pair_path.items():
-                if reader == name:
-                    in_rings.append((path, self.links[writer].w.bell.path))
-            out_index = {"driver": 0}
-            for (writer, reader), path in pair_path.items():
-                if writer == name:
-                    out_index[reader] = len(out_rings)
-                    out_rings.append((path, self.links[reader].w.bell.path))
-            reactions, writers, keep = {}, {}, P
-            for q in r.schedule:
-                reaction = plan.reactions[q]
-                specs, slot = [], 0
-                for a in reaction.args:
-                    if a.input is None:
-                        specs.append((a.name, self.ext.A_LITERAL, slot, 0))
-                        slot += 1
-                        continue
-                    c = conns[a.input.connection]
-                    writers[c.id] = c.reactor
-                    if c.id in self.const_key:
-                        specs.append((a.name, self.ext.A_CONST, c.id, self.const_key[c.id][1]))
-                    else:
-                        d = a.input.lag * P + q - c.producer
-                        keep = max(keep, d + P)
-                        specs.append((a.name, self.ext.A_PERIOD, c.id, d))
-                if reaction.op == "task":
-                    fn = self.task_of[reaction.target][1]
-                    method, display = submission.code_id_of(fn), fn._function_name
+        return pair_path
+
+    def _build_programs(self, prefix, readers, pair_path):
+        """What each worker's reactor runs, by reactor name."""
+        self.spin = 50e-6   # the longest spin; channel.spin_now() cuts it while processes outnumber cores
+        return {name: self._program_for(name, link, prefix, readers, pair_path) for name, link in self.links.items()}
+
+    def _program_for(self, name, link, prefix, readers, pair_path):
+        plan, P = self.plan, self.P
+        r = plan.reactor(name)
+        in_rings, out_rings, out_index = self._rings_of(name, link, pair_path)
+        reactions, writers, keep = self._reactions_of(r, link)
+        routes = {}
+        for q in r.schedule:
+            for cid in plan.reactions[q].outputs:
+                rs = readers[cid]
+                routes[cid] = (name in rs, tuple(out_index[x] for x in rs if x != name))
+        return {
+            "plan": self.number, "name": name, "period": P, "start": plan.start, "reactions": reactions,
+            "routes": routes, "writers": writers, "in_rings": in_rings, "out_rings": out_rings,
+            "const_conns": frozenset(self.const_key), "keep": keep + P, "retain": (self.R + 1) * P,
+            "shm_prefix": f"{prefix}-w{link.w.index}", "timeline": link.timeline.path, "spin": self.spin,
+            "gather": self.gather.path, "pool_limit": serialization.segment_pool.limit,
+            "dynamic_spin": getattr(self.rt, "_spin", None),
+        }
+
+    def _rings_of(self, name, link, pair_path):
+        """A worker's rings in (path, bell to ring) and out, and the index of its out ring per reader."""
+        in_rings = [(link.inbox.path, self.bell.path)]
+        out_rings = [(link.out.path, None)]          # to the driver: Gather wakes it, once per gather
+        for (writer, reader), path in pair_path.items():
+            if reader == name:
+                in_rings.append((path, self.links[writer].w.bell.path))
+        out_index = {"driver": 0}
+        for (writer, reader), path in pair_path.items():
+            if writer == name:
+                out_index[reader] = len(out_rings)
+                out_rings.append((path, self.links[reader].w.bell.path))
+        return in_rings, out_rings, out_index
+
+    def _reactions_of(self, r, link):
+        """Per position a worker runs: what it calls, where each argument comes from, what it makes; the
+        writer of each connection it reads, and how many positions back it must keep values."""
+        plan, P, ext = self.plan, self.P, self.ext
+        conns = plan.connections
+        reactions, writers, keep = {}, {}, P
+        for q in r.schedule:
+            reaction = plan.reactions[q]
+            specs, slot = [], 0
+            for a in reaction.args:
+                if a.input is None:
+                    specs.append((a.name, ext.A_LITERAL, slot, 0))
+                    slot += 1
+                    continue
+                c = conns[a.input.connection]
+                writers[c.id] = c.reactor
+                if c.id in self.const_key:
+                    specs.append((a.name, ext.A_CONST, c.id, self.const_key[c.id][1]))
                 else:
-                    method, display = reaction.target, f"{link.actor.class_name}.{reaction.target}"
-                reactions[q] = (method, tuple(specs), tuple(reaction.outputs), display)
-            routes = {}
-            for q in r.schedule:
-                for cid in plan.reactions[q].outputs:
-                    rs = readers[cid]
-                    routes[cid] = (name in rs, tuple(out_index[x] for x in rs if x != name))
-            programs[name] = {
-                "plan": number, "name": name, "period": P, "start": plan.start, "reactions": reactions,
-                "routes": routes, "writers": writers, "in_rings": in_rings, "out_rings": out_rings,
-                "const_conns": frozenset(self.const_key), "keep": keep + P, "retain": (self.R + 1) * P,
-                "shm_prefix": f"{prefix}-w{link.w.index}", "timeline": link.timeline.path, "spin": spin,
-                "gather": self.gather.path, "pool_limit": serialization.segment_pool.limit,
-                "dynamic_spin": getattr(rt, "_spin", None),
-            }
+                    d = a.input.lag * P + q - c.producer
+                    keep = max(keep, d + P)
+                    specs.append((a.name, ext.A_PERIOD, c.id, d))
+            if reaction.op == "task":
+                fn = self.task_of[reaction.target][1]
+                method, display = submission.code_id_of(fn), fn._function_name
+            else:
+                method, display = reaction.target, f"{link.actor.class_name}.{reaction.target}"
+            reactions[q] = (method, tuple(specs), tuple(reaction.outputs), display)
+        return reactions, writers, keep
+
+    def _build_driver_path(self, readers):
+        """The per-position driver ops (the guard, compiled) and the DriverPath that runs them per call."""
         self.poller = channel.Poller(self.bell)
         self.poller.set_rings([link.out for link in self.links.values()])
-
-        # ---- per-position driver ops (the guard, compiled)
-        self.ops = [self._compile(plan.reactions[q], readers) for q in range(P)]
+        self.ops = [self._compile(self.plan.reactions[q], readers) for q in range(self.P)]
         self.fast = self.ext.DriverPath(
-            self, [], plan.start, P, self.first, [(link, link.out) for link in self.links.values()], self.gather,
-            spin, frozenset(self.const_key), self.writer_of, ObjectRef, ids.new_id, DEOPT, self.poller)
+            self, [], self.plan.start, self.P, self.first, [(link, link.out) for link in self.links.values()],
+            self.gather, self.spin, frozenset(self.const_key), self.writer_of, ObjectRef, ids.new_id, DEOPT,
+            self.poller)
         self.call, self.get, self.wait = self.fast.call, self.fast.get, self.fast.wait
 
-        # ---- go: start the reactors (after every dynamic message already sent to them), then seed
+    def _start_workers(self, programs):
+        # Under the runtime's lock: each reactor starts after every dynamic message already sent to it.
+        rt = self.rt
         with rt.lock:
             self.started_workers = True
             for name, link in self.links.items():
                 rt.send_to_worker(link.w, (protocol.REACTOR, "start", programs[name]))
+
+    def _seed(self, seeds, seed_ids, seed_descs, readers):
+        """Send the values the plan starts from to their readers; the script's refs to them are the run's."""
+        conns = self.plan.connections
         self.windows.append((self.first, []))
         for seed, oid, desc in zip(seeds, seed_ids, seed_descs):
             c = conns[seed.connection]
@@ -838,6 +900,10 @@ class ReplayRun:
             if c.id not in self.const_key:
                 self.given[(seed.producer, seed.ret)] = oid
                 self.windows[-1][1].append((seed.producer, seed.ret, c.id))
+
+    def _install_ops(self, trace):
+        """Bind each constant read to its ref id and give the DriverPath its ops: the guard is live."""
+        conns = self.plan.connections
         self.const_ids = {cid: trace.ref_id(key[1], conns[cid].ret) for cid, key in self.const_key.items()}
         for op in self.ops:
             self._bind_consts(op)

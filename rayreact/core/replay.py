@@ -601,7 +601,11 @@ class _Op:
 
 
 class ReplayRun:
-    """One compiled plan running: the rings, the per-position driver ops, the tokens in flight."""
+    """One compiled plan running: the rings, the per-position driver ops, the tokens in flight.
+
+    Its public methods serve the Reactor (``call``, ``put``, ``get``, ``wait``, ``cancel``, ``stop``, ...) and
+    the DriverPath, which calls back for everything rare (``deviate``, ``begin_period``, ``absorb_deaths``,
+    ...: listed in reactor.DriverPath's docstring); neither reaches the other's underscored names."""
 
     def __init__(self, reactor, plan, trace, first_index, number):
         self.reactor = reactor
@@ -1031,14 +1035,17 @@ class ReplayRun:
     def _drain(self):
         return self.fast.drain()
 
-    def _note(self, info):
+    def worker_noted(self, info):
+        """A NOTE a worker sent (``(what, index)``: a reaction raised, returned refs, or its actor exited);
+        the DriverPath hands it here as it drains the rings."""
         what, index = info
         if what == "raised":
-            self._flag(f"a reaction raised ({self._label_at(index)}, iteration {self._iteration(index)})")
+            self.deopt_at_next_call(f"a reaction raised ({self._label_at(index)}, "
+                                    f"iteration {self._iteration(index)})")
         elif what == "refs":
-            self._flag(f"a reaction returned a value nesting refs ({self._label_at(index)})")
+            self.deopt_at_next_call(f"a reaction returned a value nesting refs ({self._label_at(index)})")
         elif what == "exit":
-            self._flag(f"an actor exited ({self._label_at(index)})")
+            self.deopt_at_next_call(f"an actor exited ({self._label_at(index)})")
 
     def cancel(self, object_id, force) -> bool:
         """ray.cancel of a replayed call's result, as dynamic mode would do it; whether the run must stop.
@@ -1077,7 +1084,9 @@ class ReplayRun:
             self.rt.interrupt(link.w, unfinished)
         return True
 
-    def _flag(self, reason):
+    def deopt_at_next_call(self, reason):
+        """Note a deviation seen outside the script's call (a worker, a signal): the first reason wins, and
+        the reactor deoptimizes when the script next calls the API."""
         if self.reason is None:
             self.reason = reason
 
@@ -1093,12 +1102,13 @@ class ReplayRun:
         for link in self.links.values():
             if link.w is w:
                 self.dead_pending.append(link)
-                self._flag(f"the worker of {link.name} died")
+                self.deopt_at_next_call(f"the worker of {link.name} died")
                 self.gather.bump()
                 self.bell.ring()
 
-    def _absorb_deaths(self):
-        """Tell the survivors which writers are gone (their missing tokens become the death error)."""
+    def absorb_deaths(self):
+        """Tell the survivors which writers are gone (their missing tokens become the death error).  The
+        replaying thread calls this (the DriverPath too, while it waits) once ``dead_pending`` fills."""
         while self.dead_pending:
             link = self.dead_pending.pop()
             if link.dead:
@@ -1117,7 +1127,9 @@ class ReplayRun:
                     self._write(other, self.ext.control_frame(self.ext.DEAD, (link.name, payload)))
 
     # ------------------------------------------------------------------ the fast paths
-    def _deviate(self, what):
+    def deviate(self, what):
+        """The script's call is not the one the plan expects (``what`` it was): deoptimize, and answer DEOPT
+        so that the caller runs the call dynamically."""
         q = (self.idx - self.start) % self.P
         self.reactor.deopt(f"iteration {self._iteration(self.idx)}, position {q}: expected "
                            f"{self.ops[q].label}, got {what}")
@@ -1128,17 +1140,17 @@ class ReplayRun:
         q = (idx - self.start) % self.P
         op = self.ops[q]
         if op.kind != _PUT:
-            return self._deviate("a put")
+            return self.deviate("a put")
         if isinstance(value, ObjectRef):
-            return self._deviate("a put of a ref")
-        if q == 0 and idx != self.first and not self._new_period(idx):
+            return self.deviate("a put of a ref")
+        if q == 0 and idx != self.first and not self.begin_period(idx):
             return DEOPT
         try:
             ser = serialization.serialize(value)
         except serialization.SerializationError as exc:
             raise TypeError(str(exc)) from exc.__cause__
         if ser.contained:
-            return self._deviate("a put of a value nesting refs")
+            return self.deviate("a put of a value nesting refs")
         ext = self.ext
         if ser.size <= serialization.INLINE_LIMIT:
             tok = ext.Token(0, ser.pack())
@@ -1159,11 +1171,12 @@ class ReplayRun:
         return ObjectRef(oid)
 
     # ------------------------------------------------------------------ aging: the plan's buffering
-    def _new_period(self, idx):
+    def begin_period(self, idx):
         """A period begins at ``idx``: forget values the script can no longer name; values made R periods
-        ago and still held move to the dynamic object table (or, if only a worker has them, deopt)."""
+        ago and still held move to the dynamic object table (or, if only a worker has them, deopt: then
+        False, and the call that began the period runs dynamically)."""
         self.periods += 1
-        self._reap_arg_files()
+        self.reap_arg_files()
         windows = self.windows
         horizon = idx - self.R * self.P
         counts = refcount.counts
@@ -1208,7 +1221,7 @@ class ReplayRun:
             self._adopt(promote)
         return True
 
-    def _reap_arg_files(self):
+    def reap_arg_files(self):
         """Free argument files of reactions that have run (the driver wrote them: it recycles them hot)."""
         free = self.ext.free_segment
         for link in self.links.values():
@@ -1237,7 +1250,7 @@ class ReplayRun:
         self.ended = time.monotonic()
         ext = self.ext
         if self.dead_pending:
-            self._absorb_deaths()
+            self.absorb_deaths()
         # Which values the script still names, and which the driver does not hold.
         alive = []
         wanted = collections.defaultdict(list)
@@ -1290,7 +1303,7 @@ class ReplayRun:
     def _drain_links(self):
         while not self.abandoned:
             if self.dead_pending:
-                self._absorb_deaths()
+                self.absorb_deaths()
             if all(link.stopped or link.dead for link in self.links.values()):
                 break
             seen = self.gather.count()
@@ -1341,9 +1354,15 @@ class ReplayRun:
         self.rt.object_table.fill_all([(oid, desc) for oid, _ in alive])
         self.rt.bell.ring()
 
-    def _deviate_call(self, actor_id, method, how):
+    def deviate_call(self, actor_id, method, how):
+        """``deviate`` for a call of ``method`` (``how`` it differs from the plan's, or None: another call)."""
         name = self.call_name(actor_id, method)
-        return self._deviate(f"a call of {name}" if how is None else f"{name} {how}")
+        return self.deviate(f"a call of {name}" if how is None else f"{name} {how}")
+
+    def task_worker_lost(self):
+        """A lent worker died while the script waited on a result: its unfinished calls run again dynamically
+        (Ray retries tasks), so deoptimize now and wait for them there."""
+        self.reactor.deopt(self.reason or "the worker of a replayed task died")
 
     def call_name(self, actor_id, method):
         """How a deviation message names a call: the method, or the task's function."""
@@ -1437,7 +1456,7 @@ class ReplayRun:
                 except OSError:
                     pass
             return
-        self._reap_arg_files()
+        self.reap_arg_files()
         self._collect_timeline()
         for link in self.links.values():
             while link.arg_files:            # a dead worker's never-run invocations

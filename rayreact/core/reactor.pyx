@@ -974,6 +974,12 @@ cdef class DriverPath:
         put:  (1, ...)                       handled by the run
         get:  (2, reads, timeout given)      reads: like specs
         wait: (3, reads, num_returns, timeout given)
+
+    What it asks of its run, all public there: ``deviate``, ``deviate_call``, ``begin_period``,
+    ``absorb_deaths``, ``reap_arg_files``, ``deopt_at_next_call``, ``worker_noted``, ``task_worker_lost``;
+    it reads ``dead_pending``, ``handed`` and ``task_died``, and names files after ``rt.session_prefix``.
+    The run reaches only its ``cdef public`` attributes and its ``call``, ``get``, ``wait``, ``drain`` and
+    ``write``.
     """
     cdef public object run
     cdef public dict given
@@ -1042,8 +1048,8 @@ cdef class DriverPath:
             return INVOKE_HEADER.pack(INVOKE, idx, 1) + payload
         self.last_literals.clear()
         # Recycle the files of arguments already consumed first: a big write then lands in warm pages.
-        self.run._reap_arg_files()
-        path = f"{self.run.rt._prefix}-ra{self.new_id().hex()}"
+        self.run.reap_arg_files()
+        path = f"{self.run.rt.session_prefix}-ra{self.new_id().hex()}"
         ser.write_segment(path)
         link.arg_files.append((idx, path))
         return INVOKE_HEADER.pack(INVOKE, idx, 2) + path.encode()
@@ -1057,7 +1063,7 @@ cdef class DriverPath:
         cdef Py_ssize_t i, n
         if (op[0] != _CALL or op[1] != actor_id or op[2] != method or op[3] != nret or len(args) != op[4]
                 or (tuple(kwargs) if kwargs else ()) != op[5]):
-            return self.run._deviate_call(actor_id, method, None)
+            return self.run.deviate_call(actor_id, method, None)
         values = args if not kwargs else args + tuple(kwargs.values())
         specs = <tuple>op[6]
         ref_type = self.ref_type
@@ -1068,19 +1074,19 @@ cdef class DriverPath:
             s = specs[i]
             if s is None:
                 if type(value) is ref_type:
-                    return self.run._deviate_call(actor_id, method, "with a ref where a value was passed")
+                    return self.run.deviate_call(actor_id, method, "with a ref where a value was passed")
                 literals.append(value)
                 continue
             spec = <tuple>s
             if type(value) is not ref_type:
-                return self.run._deviate_call(actor_id, method, "with a value where a ref was passed")
+                return self.run.deviate_call(actor_id, method, "with a value where a ref was passed")
             const = spec[3]
             if const is None:
                 if given.get((idx - <int64_t>spec[1], spec[2])) != value._id:
-                    return self.run._deviate_call(actor_id, method, "with another ref")
+                    return self.run.deviate_call(actor_id, method, "with another ref")
             elif const[1] != value._id:
-                return self.run._deviate_call(actor_id, method, "with another ref")
-        if q == 0 and idx != self.first and not self.run._new_period(idx):
+                return self.run.deviate_call(actor_id, method, "with another ref")
+        if q == 0 and idx != self.first and not self.run.begin_period(idx):
             return self.deopt
         link = op[7]
         if literals:
@@ -1090,7 +1096,7 @@ cdef class DriverPath:
             else:
                 frame = self._literal_frame(literals, idx, link)
                 if frame is None:
-                    return self.run._deviate_call(actor_id, method, "with refs nested in an argument")
+                    return self.run.deviate_call(actor_id, method, "with refs nested in an argument")
         else:
             frame = INVOKE_HEADER.pack(INVOKE, idx, 0)
         inflight = op[10]                  # the link's deque if it is a lent task worker, else None
@@ -1143,11 +1149,11 @@ cdef class DriverPath:
         cdef tuple op = <tuple>self.ops[q]
         cdef Token tok
         if op[0] != _GET or len(object_ids) != len(<tuple>op[1]) or op[2] != (timeout is not None):
-            return self.run._deviate(f"a get of {len(object_ids)} refs")
+            return self.run.deviate(f"a get of {len(object_ids)} refs")
         keys = self._match(<tuple>op[1], object_ids)
         if keys is None:
-            return self.run._deviate("a get of other refs")
-        if q == 0 and idx != self.first and not self.run._new_period(idx):
+            return self.run.deviate("a get of other refs")
+        if q == 0 and idx != self.first and not self.run.begin_period(idx):
             return self.deopt
         self.idx = idx + 1
         cdef double t0 = monotonic_s()
@@ -1178,11 +1184,11 @@ cdef class DriverPath:
         cdef tuple op = <tuple>self.ops[q]
         if (op[0] != _WAIT or len(object_ids) != len(<tuple>op[1]) or op[2] != num_returns
                 or op[3] != (timeout is not None)):
-            return self.run._deviate(f"a wait on {len(object_ids)} refs for {num_returns}")
+            return self.run.deviate(f"a wait on {len(object_ids)} refs for {num_returns}")
         keys = self._match(<tuple>op[1], object_ids)
         if keys is None:
-            return self.run._deviate("a wait on other refs")
-        if q == 0 and idx != self.first and not self.run._new_period(idx):
+            return self.run.deviate("a wait on other refs")
+        if q == 0 and idx != self.first and not self.run.begin_period(idx):
             return self.deopt
         self.idx = idx + 1
         cdef double t0 = monotonic_s()
@@ -1193,9 +1199,7 @@ cdef class DriverPath:
         return [t is not None for t in tokens]
 
     cdef object _lost_task(self):
-        # A lent worker died: its unfinished calls run again dynamically (Ray retries tasks), and this get or
-        # wait waits for them there.
-        self.run.reactor.deopt(self.run.reason or "the worker of a replayed task died")
+        self.run.task_worker_lost()
         return self.deopt
 
     cdef object _token(self, key):
@@ -1218,7 +1222,7 @@ cdef class DriverPath:
         cdef uint32_t seen
         while True:
             if self.dead_pending:
-                self.run._absorb_deaths()
+                self.run.absorb_deaths()
                 if self.run.task_died:
                     return None
             tokens = [self._token(k) for k in keys]
@@ -1227,7 +1231,7 @@ cdef class DriverPath:
                 if t is not None:
                     have += 1
             if have >= need:
-                self.run._reap_arg_files()
+                self.run.reap_arg_files()
                 return tokens
             seen = load_u32(self.gather.arrived)
             if self.drain():
@@ -1244,7 +1248,7 @@ cdef class DriverPath:
         try:
             PyErr_CheckSignals()
         except BaseException:
-            self.run._flag("the script was interrupted (a signal) during a replayed call")
+            self.run.deopt_at_next_call("the script was interrupted (a signal) during a replayed call")
             raise
 
     # ------------------------------------------------------------------ rings
@@ -1268,7 +1272,7 @@ cdef class DriverPath:
                 elif kind == STOPPED:
                     link.stopped = True
                 elif kind == NOTE:
-                    self.run._note(parse_control(frame))
+                    self.run.worker_noted(parse_control(frame))
         return progressed
 
     cdef void _store(self, conn, int64_t index, Token tok) except *:

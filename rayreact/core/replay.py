@@ -59,7 +59,6 @@ import collections
 import hashlib
 import logging
 import os
-import pickle
 import threading
 import time
 
@@ -602,15 +601,19 @@ class _Op:
 
 
 class ReplayRun:
-    """One compiled plan running: the rings, the per-position driver ops, the tokens in flight."""
+    """One compiled plan running: the rings, the per-position driver ops, the tokens in flight.
+
+    Its public methods serve the Reactor (``call``, ``put``, ``get``, ``wait``, ``cancel``, ``stop``, ...) and
+    the DriverPath, which calls back for everything rare (``deviate``, ``begin_period``, ``absorb_deaths``,
+    ...: listed in reactor.DriverPath's docstring); neither reaches the other's underscored names."""
 
     def __init__(self, reactor, plan, trace, first_index, number):
         self.reactor = reactor
         self.ext = reactor.ext
-        self.rt = rt = reactor.rt
+        self.rt = reactor.rt
         self.plan = plan
         self.number = number
-        self.P = P = plan.period
+        self.P = plan.period
         self.start = plan.start
         self.first = first_index
         self.owner = threading.get_ident()
@@ -629,19 +632,43 @@ class ReplayRun:
         self.fast = None                 # the DriverPath (reactor.pyx): given, cache, windows, idx live there
         max_lag = max((u.lag for c in plan.connections for u in c.uses), default=0)
         self.R = max(2, max_lag + 2)
-
-        # ---- which workers, and are they fit for replay
         self.links = {}
         self.lent = []                   # pool workers lent to this run's task reactors
-        conns = plan.connections
-        task_reactors = [r.name for r in plan.reactors if r.kind == "task"]
         self.task_of = {}                # plan target key -> (guard target, RemoteFunction, options)
         for reaction in plan.reactions:
             if reaction.op == "task":
                 self.task_of[reaction.target] = reactor.tasks[reaction.target]
         code_ids = [submission.code_id_of(fn) for _, fn, _ in self.task_of.values()]
+
+        task_reactors = [r.name for r in plan.reactors if r.kind == "task"]
+        self._check_actors()
+        if not self.links and not task_reactors:
+            raise Refused("no actor or task in the period")
+        seeds = plan.seeds(first_index)
+        seed_ids = [trace.ref_id(s.producer, s.ret) for s in seeds]
+        self._wait_for_dynamic_calls(seed_ids, len(task_reactors))
+        seed_descs = self._take_workers_and_seeds(seeds, seed_ids, task_reactors, code_ids)
+
+        self.paths = []
+        self.ring_paths = []
+        self.gather = None
+        self.poller = None
+        self.started_workers = False
+        try:
+            self._wire_and_start(trace, seeds, seed_ids, seed_descs)
+        except BaseException:
+            try:
+                self._undo_failed_start()
+            finally:
+                raise
+
+    # ------------------------------------------------------------------ plan checks
+    def _check_actors(self):
+        """Every actor reactor names a live, single-threaded actor whose calls are never retried; until its
+        worker is known ready, ``links`` holds the actor's state."""
+        rt = self.rt
         with rt.lock:
-            for r in plan.reactors:
+            for r in self.plan.reactors:
                 if r.kind in ("driver", "task"):
                     continue
                 if r.kind != "actor":
@@ -657,12 +684,10 @@ class ReplayRun:
                     raise Refused(f"{r.name}: an actor whose calls may be retried (max_task_retries) is not "
                                   "replayed")
                 self.links[r.name] = a
-        if not self.links and not task_reactors:
-            raise Refused("no actor or task in the period")
 
-        # ---- the dynamic runtime must have finished what the script asked of these actors before
-        seeds = plan.seeds(first_index)
-        seed_ids = [trace.ref_id(s.producer, s.ret) for s in seeds]
+    def _wait_for_dynamic_calls(self, seed_ids, task_workers_needed):
+        """The dynamic runtime must have finished what the script asked of these actors before."""
+        rt = self.rt
         actors = list(self.links.values())
         table = rt.object_table
 
@@ -680,11 +705,17 @@ class ReplayRun:
             raise Refused("the dynamic calls before the switch point did not finish")
 
         def enough_idle_workers():
-            return len(rt.lendable_task_workers()) >= len(task_reactors)
+            return len(rt.lendable_task_workers()) >= task_workers_needed
 
         # The loop's own tasks are done by now; a worker still busy runs something else: do not wait for it.
-        if task_reactors and not rt.wait_until(enough_idle_workers, 0.5):
-            raise Refused(f"fewer than {len(task_reactors)} idle pool workers to lend to the plan's task calls")
+        if task_workers_needed and not rt.wait_until(enough_idle_workers, 0.5):
+            raise Refused(f"fewer than {task_workers_needed} idle pool workers to lend to the plan's task calls")
+
+    def _take_workers_and_seeds(self, seeds, seed_ids, task_reactors, code_ids):
+        """In one hold of the runtime's lock: a link per actor worker, the descriptors of the values the plan
+        starts from, and the pool workers lent to the task reactors."""
+        rt = self.rt
+        table = rt.object_table
         with rt.lock:
             for name, a in list(self.links.items()):
                 if a.state != "ALIVE" or a.worker is None or a.worker.dead:
@@ -705,42 +736,34 @@ class ReplayRun:
                 self.lent = lent
                 for name, w in zip(task_reactors, lent):
                     self.links[name] = _Link(name, w, _TaskSlot())
+        return seed_descs
 
-        self.paths = []
-        self.ring_paths = []
-        self.gather = None
-        self.poller = None
-        self.started_workers = False
-        try:
-            self._wire_and_start(trace, seeds, seed_ids, seed_descs)
-        except BaseException:
-            # Never leave workers in reactor mode, or files behind, for a plan that did not start.
-            try:
-                if self.started_workers:
-                    self.stop("the plan failed to start", wait=True)
-                else:
-                    self._cleanup()
-                    self._give_back_workers()
-            finally:
-                raise
+    def _undo_failed_start(self):
+        """Never leave workers in reactor mode, or files behind, for a plan that did not start."""
+        if self.started_workers:
+            self.stop("the plan failed to start", wait=True)
+        else:
+            self._cleanup()
+            self._give_back_workers()
 
+    # ------------------------------------------------------------------ wiring and start
     def _wire_and_start(self, trace, seeds, seed_ids, seed_descs):
-        rt, plan, P, number, reactor = self.rt, self.plan, self.P, self.number, self.reactor
-        conns = plan.connections
-        # ---- wiring: rings, bells, programs
-        self.bell = reactor.replay_bell()
-        prefix = f"{rt.session_prefix}-r{number}"
+        self.bell = self.reactor.replay_bell()
+        prefix = f"{self.rt.session_prefix}-r{self.number}"
+        self._open_link_rings(prefix)
+        readers = self._classify_connections()
+        pair_path = self._open_pair_rings(prefix, readers)
+        programs = self._build_programs(prefix, readers, pair_path)
+        self._build_driver_path(readers)
+        self._start_workers(programs)
+        self._seed(seeds, seed_ids, seed_descs, readers)
+        self._install_ops(trace)
+
+    def _open_link_rings(self, prefix):
+        """The gather word, and each link's inbox, ring to the driver and timeline."""
         self.gather = self.ext.Gather(f"{prefix}-gather", True)
         self.paths.append(self.gather.path)
-        readers = {c.id: list(dict.fromkeys(u.reactor for u in c.uses)) for c in conns}
-        self.writer_of = {c.id: c.reactor for c in conns}
-        self.const_key = {}
-        for c in conns:
-            if c.source == "prefix":
-                self.const_key[c.id] = (c.id, c.producer)
-            elif c.source == "external":
-                self.const_key[c.id] = (c.id, -1 - c.producer)
-        for name, link in self.links.items():
+        for link in self.links.values():
             w = link.w
             link.inbox = self._ring(f"{prefix}-in{w.index}")
             link.bell = w.bell
@@ -749,8 +772,26 @@ class ReplayRun:
             link.out.writer_bell = w.bell
             link.timeline = self.ext.TimelineLog(f"{prefix}-tl{w.index}", True)
             self.paths.append(link.timeline.path)
-        pair_path = {}
+
+    def _classify_connections(self):
+        """Who writes and who reads each connection, and which are constants (made before the loop):
+        ``writer_of`` and ``const_key``; returns the readers of each connection, in order of first use."""
+        conns = self.plan.connections
+        readers = {c.id: list(dict.fromkeys(u.reactor for u in c.uses)) for c in conns}
+        self.writer_of = {c.id: c.reactor for c in conns}
+        self.const_key = {}
         for c in conns:
+            if c.source == "prefix":
+                self.const_key[c.id] = (c.id, c.producer)
+            elif c.source == "external":
+                self.const_key[c.id] = (c.id, -1 - c.producer)
+        return readers
+
+    def _open_pair_rings(self, prefix, readers):
+        """A ring per (writer, reader) pair of workers; returns their paths.  Created here, opened by the
+        workers: the driver never reads or writes them."""
+        pair_path = {}
+        for c in self.plan.connections:
             if c.reactor == "driver":
                 continue
             for reader in readers[c.id]:
@@ -759,73 +800,98 @@ class ReplayRun:
                     if key not in pair_path:
                         pair_path[key] = f"{prefix}-p{self.links[c.reactor].w.index}-{self.links[reader].w.index}"
                         self._ring(pair_path[key]).close()
-        bell_path = self.bell.path
-        spin = 50e-6   # the longest spin; channel.spin_now() cuts it while processes outnumber cores
-        self.spin = spin
-        programs = {}
-        for name, link in self.links.items():
-            r = plan.reactor(name)
-            in_rings = [(link.inbox.path, bell_path)]
-            out_rings = [(link.out.path, None)]          # to the driver: Gather wakes it, once per gather
-            for (writer, reader), path in pair_path.items():
-                if reader == name:
-                    in_rings.append((path, self.links[writer].w.bell.path))
-            out_index = {"driver": 0}
-            for (writer, reader), path in pair_path.items():
-                if writer == name:
-                    out_index[reader] = len(out_rings)
-                    out_rings.append((path, self.links[reader].w.bell.path))
-            reactions, writers, keep = {}, {}, P
-            for q in r.schedule:
-                reaction = plan.reactions[q]
-                specs, slot = [], 0
-                for a in reaction.args:
-                    if a.input is None:
-                        specs.append((a.name, self.ext.A_LITERAL, slot, 0))
-                        slot += 1
-                        continue
-                    c = conns[a.input.connection]
-                    writers[c.id] = c.reactor
-                    if c.id in self.const_key:
-                        specs.append((a.name, self.ext.A_CONST, c.id, self.const_key[c.id][1]))
-                    else:
-                        d = a.input.lag * P + q - c.producer
-                        keep = max(keep, d + P)
-                        specs.append((a.name, self.ext.A_PERIOD, c.id, d))
-                if reaction.op == "task":
-                    fn = self.task_of[reaction.target][1]
-                    method, display = submission.code_id_of(fn), fn._function_name
+        return pair_path
+
+    def _build_programs(self, prefix, readers, pair_path):
+        """What each worker's reactor runs, by reactor name."""
+        self.spin = 50e-6   # the longest spin; channel.spin_now() cuts it while processes outnumber cores
+        return {name: self._program_for(name, link, prefix, readers, pair_path) for name, link in self.links.items()}
+
+    def _program_for(self, name, link, prefix, readers, pair_path):
+        plan, P = self.plan, self.P
+        r = plan.reactor(name)
+        in_rings, out_rings, out_index = self._rings_of(name, link, pair_path)
+        reactions, writers, keep = self._reactions_of(r, link)
+        routes = {}
+        for q in r.schedule:
+            for cid in plan.reactions[q].outputs:
+                rs = readers[cid]
+                routes[cid] = (name in rs, tuple(out_index[x] for x in rs if x != name))
+        return {
+            "plan": self.number, "name": name, "period": P, "start": plan.start, "reactions": reactions,
+            "routes": routes, "writers": writers, "in_rings": in_rings, "out_rings": out_rings,
+            "const_conns": frozenset(self.const_key), "keep": keep + P, "retain": (self.R + 1) * P,
+            "shm_prefix": f"{prefix}-w{link.w.index}", "timeline": link.timeline.path, "spin": self.spin,
+            "gather": self.gather.path, "pool_limit": serialization.segment_pool.limit,
+            "dynamic_spin": getattr(self.rt, "_spin", None),
+        }
+
+    def _rings_of(self, name, link, pair_path):
+        """A worker's rings in (path, bell to ring) and out, and the index of its out ring per reader."""
+        in_rings = [(link.inbox.path, self.bell.path)]
+        out_rings = [(link.out.path, None)]          # to the driver: Gather wakes it, once per gather
+        for (writer, reader), path in pair_path.items():
+            if reader == name:
+                in_rings.append((path, self.links[writer].w.bell.path))
+        out_index = {"driver": 0}
+        for (writer, reader), path in pair_path.items():
+            if writer == name:
+                out_index[reader] = len(out_rings)
+                out_rings.append((path, self.links[reader].w.bell.path))
+        return in_rings, out_rings, out_index
+
+    def _reactions_of(self, r, link):
+        """Per position a worker runs: what it calls, where each argument comes from, what it makes; the
+        writer of each connection it reads, and how many positions back it must keep values."""
+        plan, P, ext = self.plan, self.P, self.ext
+        conns = plan.connections
+        reactions, writers, keep = {}, {}, P
+        for q in r.schedule:
+            reaction = plan.reactions[q]
+            specs, slot = [], 0
+            for a in reaction.args:
+                if a.input is None:
+                    specs.append((a.name, ext.A_LITERAL, slot, 0))
+                    slot += 1
+                    continue
+                c = conns[a.input.connection]
+                writers[c.id] = c.reactor
+                if c.id in self.const_key:
+                    specs.append((a.name, ext.A_CONST, c.id, self.const_key[c.id][1]))
                 else:
-                    method, display = reaction.target, f"{link.actor.class_name}.{reaction.target}"
-                reactions[q] = (method, tuple(specs), tuple(reaction.outputs), display)
-            routes = {}
-            for q in r.schedule:
-                for cid in plan.reactions[q].outputs:
-                    rs = readers[cid]
-                    routes[cid] = (name in rs, tuple(out_index[x] for x in rs if x != name))
-            programs[name] = {
-                "plan": number, "name": name, "period": P, "start": plan.start, "reactions": reactions,
-                "routes": routes, "writers": writers, "in_rings": in_rings, "out_rings": out_rings,
-                "const_conns": frozenset(self.const_key), "keep": keep + P, "retain": (self.R + 1) * P,
-                "shm_prefix": f"{prefix}-w{link.w.index}", "timeline": link.timeline.path, "spin": spin,
-                "gather": self.gather.path, "pool_limit": serialization.segment_pool.limit,
-                "dynamic_spin": getattr(rt, "_spin", None),
-            }
+                    d = a.input.lag * P + q - c.producer
+                    keep = max(keep, d + P)
+                    specs.append((a.name, ext.A_PERIOD, c.id, d))
+            if reaction.op == "task":
+                fn = self.task_of[reaction.target][1]
+                method, display = submission.code_id_of(fn), fn._function_name
+            else:
+                method, display = reaction.target, f"{link.actor.class_name}.{reaction.target}"
+            reactions[q] = (method, tuple(specs), tuple(reaction.outputs), display)
+        return reactions, writers, keep
+
+    def _build_driver_path(self, readers):
+        """The per-position driver ops (the guard, compiled) and the DriverPath that runs them per call."""
         self.poller = channel.Poller(self.bell)
         self.poller.set_rings([link.out for link in self.links.values()])
-
-        # ---- per-position driver ops (the guard, compiled)
-        self.ops = [self._compile(plan.reactions[q], readers) for q in range(P)]
+        self.ops = [self._compile(self.plan.reactions[q], readers) for q in range(self.P)]
         self.fast = self.ext.DriverPath(
-            self, [], plan.start, P, self.first, [(link, link.out) for link in self.links.values()], self.gather,
-            spin, frozenset(self.const_key), self.writer_of, ObjectRef, ids.new_id, DEOPT, self.poller)
+            self, [], self.plan.start, self.P, self.first, [(link, link.out) for link in self.links.values()],
+            self.gather, self.spin, frozenset(self.const_key), self.writer_of, ObjectRef, ids.new_id, DEOPT,
+            self.poller)
         self.call, self.get, self.wait = self.fast.call, self.fast.get, self.fast.wait
 
-        # ---- go: start the reactors (after every dynamic message already sent to them), then seed
+    def _start_workers(self, programs):
+        # Under the runtime's lock: each reactor starts after every dynamic message already sent to it.
+        rt = self.rt
         with rt.lock:
             self.started_workers = True
             for name, link in self.links.items():
                 rt.send_to_worker(link.w, (protocol.REACTOR, "start", programs[name]))
+
+    def _seed(self, seeds, seed_ids, seed_descs, readers):
+        """Send the values the plan starts from to their readers; the script's refs to them are the run's."""
+        conns = self.plan.connections
         self.windows.append((self.first, []))
         for seed, oid, desc in zip(seeds, seed_ids, seed_descs):
             c = conns[seed.connection]
@@ -838,6 +904,10 @@ class ReplayRun:
             if c.id not in self.const_key:
                 self.given[(seed.producer, seed.ret)] = oid
                 self.windows[-1][1].append((seed.producer, seed.ret, c.id))
+
+    def _install_ops(self, trace):
+        """Bind each constant read to its ref id and give the DriverPath its ops: the guard is live."""
+        conns = self.plan.connections
         self.const_ids = {cid: trace.ref_id(key[1], conns[cid].ret) for cid, key in self.const_key.items()}
         for op in self.ops:
             self._bind_consts(op)
@@ -965,14 +1035,17 @@ class ReplayRun:
     def _drain(self):
         return self.fast.drain()
 
-    def _note(self, info):
+    def worker_noted(self, info):
+        """A NOTE a worker sent (``(what, index)``: a reaction raised, returned refs, or its actor exited);
+        the DriverPath hands it here as it drains the rings."""
         what, index = info
         if what == "raised":
-            self._flag(f"a reaction raised ({self._label_at(index)}, iteration {self._iteration(index)})")
+            self.deopt_at_next_call(f"a reaction raised ({self._label_at(index)}, "
+                                    f"iteration {self._iteration(index)})")
         elif what == "refs":
-            self._flag(f"a reaction returned a value nesting refs ({self._label_at(index)})")
+            self.deopt_at_next_call(f"a reaction returned a value nesting refs ({self._label_at(index)})")
         elif what == "exit":
-            self._flag(f"an actor exited ({self._label_at(index)})")
+            self.deopt_at_next_call(f"an actor exited ({self._label_at(index)})")
 
     def cancel(self, object_id, force) -> bool:
         """ray.cancel of a replayed call's result, as dynamic mode would do it; whether the run must stop.
@@ -1011,7 +1084,9 @@ class ReplayRun:
             self.rt.interrupt(link.w, unfinished)
         return True
 
-    def _flag(self, reason):
+    def deopt_at_next_call(self, reason):
+        """Note a deviation seen outside the script's call (a worker, a signal): the first reason wins, and
+        the reactor deoptimizes when the script next calls the API."""
         if self.reason is None:
             self.reason = reason
 
@@ -1027,12 +1102,13 @@ class ReplayRun:
         for link in self.links.values():
             if link.w is w:
                 self.dead_pending.append(link)
-                self._flag(f"the worker of {link.name} died")
+                self.deopt_at_next_call(f"the worker of {link.name} died")
                 self.gather.bump()
                 self.bell.ring()
 
-    def _absorb_deaths(self):
-        """Tell the survivors which writers are gone (their missing tokens become the death error)."""
+    def absorb_deaths(self):
+        """Tell the survivors which writers are gone (their missing tokens become the death error).  The
+        replaying thread calls this (the DriverPath too, while it waits) once ``dead_pending`` fills."""
         while self.dead_pending:
             link = self.dead_pending.pop()
             if link.dead:
@@ -1051,7 +1127,9 @@ class ReplayRun:
                     self._write(other, self.ext.control_frame(self.ext.DEAD, (link.name, payload)))
 
     # ------------------------------------------------------------------ the fast paths
-    def _deviate(self, what):
+    def deviate(self, what):
+        """The script's call is not the one the plan expects (``what`` it was): deoptimize, and answer DEOPT
+        so that the caller runs the call dynamically."""
         q = (self.idx - self.start) % self.P
         self.reactor.deopt(f"iteration {self._iteration(self.idx)}, position {q}: expected "
                            f"{self.ops[q].label}, got {what}")
@@ -1062,17 +1140,17 @@ class ReplayRun:
         q = (idx - self.start) % self.P
         op = self.ops[q]
         if op.kind != _PUT:
-            return self._deviate("a put")
+            return self.deviate("a put")
         if isinstance(value, ObjectRef):
-            return self._deviate("a put of a ref")
-        if q == 0 and idx != self.first and not self._new_period(idx):
+            return self.deviate("a put of a ref")
+        if q == 0 and idx != self.first and not self.begin_period(idx):
             return DEOPT
         try:
             ser = serialization.serialize(value)
         except serialization.SerializationError as exc:
             raise TypeError(str(exc)) from exc.__cause__
         if ser.contained:
-            return self._deviate("a put of a value nesting refs")
+            return self.deviate("a put of a value nesting refs")
         ext = self.ext
         if ser.size <= serialization.INLINE_LIMIT:
             tok = ext.Token(0, ser.pack())
@@ -1093,11 +1171,12 @@ class ReplayRun:
         return ObjectRef(oid)
 
     # ------------------------------------------------------------------ aging: the plan's buffering
-    def _new_period(self, idx):
+    def begin_period(self, idx):
         """A period begins at ``idx``: forget values the script can no longer name; values made R periods
-        ago and still held move to the dynamic object table (or, if only a worker has them, deopt)."""
+        ago and still held move to the dynamic object table (or, if only a worker has them, deopt: then
+        False, and the call that began the period runs dynamically)."""
         self.periods += 1
-        self._reap_arg_files()
+        self.reap_arg_files()
         windows = self.windows
         horizon = idx - self.R * self.P
         counts = refcount.counts
@@ -1142,7 +1221,7 @@ class ReplayRun:
             self._adopt(promote)
         return True
 
-    def _reap_arg_files(self):
+    def reap_arg_files(self):
         """Free argument files of reactions that have run (the driver wrote them: it recycles them hot)."""
         free = self.ext.free_segment
         for link in self.links.values():
@@ -1171,7 +1250,7 @@ class ReplayRun:
         self.ended = time.monotonic()
         ext = self.ext
         if self.dead_pending:
-            self._absorb_deaths()
+            self.absorb_deaths()
         # Which values the script still names, and which the driver does not hold.
         alive = []
         wanted = collections.defaultdict(list)
@@ -1224,7 +1303,7 @@ class ReplayRun:
     def _drain_links(self):
         while not self.abandoned:
             if self.dead_pending:
-                self._absorb_deaths()
+                self.absorb_deaths()
             if all(link.stopped or link.dead for link in self.links.values()):
                 break
             seen = self.gather.count()
@@ -1275,9 +1354,15 @@ class ReplayRun:
         self.rt.object_table.fill_all([(oid, desc) for oid, _ in alive])
         self.rt.bell.ring()
 
-    def _deviate_call(self, actor_id, method, how):
+    def deviate_call(self, actor_id, method, how):
+        """``deviate`` for a call of ``method`` (``how`` it differs from the plan's, or None: another call)."""
         name = self.call_name(actor_id, method)
-        return self._deviate(f"a call of {name}" if how is None else f"{name} {how}")
+        return self.deviate(f"a call of {name}" if how is None else f"{name} {how}")
+
+    def task_worker_lost(self):
+        """A lent worker died while the script waited on a result: its unfinished calls run again dynamically
+        (Ray retries tasks), so deoptimize now and wait for them there."""
+        self.reactor.deopt(self.reason or "the worker of a replayed task died")
 
     def call_name(self, actor_id, method):
         """How a deviation message names a call: the method, or the task's function."""
@@ -1371,7 +1456,7 @@ class ReplayRun:
                 except OSError:
                     pass
             return
-        self._reap_arg_files()
+        self.reap_arg_files()
         self._collect_timeline()
         for link in self.links.values():
             while link.arg_files:            # a dead worker's never-run invocations

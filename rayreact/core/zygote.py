@@ -85,13 +85,27 @@ def main():
     config = pickle.loads(bytes.fromhex(sys.argv[1]))
     sys.path[:] = config["sys_path"]
     os.chdir(config["cwd"])
-    # Preload what every worker needs, so forks start warm.
-    import cloudpickle  # noqa: F401
+    channel, protocol, worker = _import_worker_modules()
+    _run_setup_hooks(config)
+    zygote = _Zygote(config, channel, protocol, worker)
+    zygote.serve()
+    # The driver has gone (EOF) or asked us to stop: nothing of the session may remain.
+    zygote.kill_children()
+    cleanup_session(config)
+
+
+def _import_worker_modules():
+    """Preload what every worker needs, so forks start warm; returns the core modules the zygote uses."""
+    importlib.import_module("cloudpickle")
     try:
-        import numpy  # noqa: F401
+        importlib.import_module("numpy")
     except ImportError:
         pass
     from rayreact.core import channel, protocol, worker
+    return channel, protocol, worker
+
+
+def _run_setup_hooks(config):
     # Start-up hooks the driver's layers above the core registered (``rayreact run`` aliases ``ray``: code
     # pickled there says "import ray"); named in the environment, so the core imports nothing above it.
     for hook in filter(None, os.environ.get(SETUP_HOOKS_VAR, "").split(",")):
@@ -103,25 +117,66 @@ def main():
         except Exception:
             pass
 
-    driver_pid = config.get("driver_pid") or os.getppid()
-    notices = channel.Ring(config["zygote_ring"])
-    notices.reader_bell = channel.Doorbell(config["driver_bell"])
-    children = {}
-    cmd_fd = sys.stdin.fileno()
 
-    rfd, wfd = os.pipe()
-    os.set_blocking(wfd, False)
-    signal.set_wakeup_fd(wfd)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+class _Zygote:
+    """The fork server: its command pipe, the self-pipe SIGCHLD wakes it through, the workers it forked."""
 
-    def notify(msg):
+    def __init__(self, config, channel, protocol, worker):
+        self.protocol = protocol
+        self.worker = worker
+        self.driver_pid = config.get("driver_pid") or os.getppid()
+        self.notices = channel.Ring(config["zygote_ring"])
+        self.notices.reader_bell = channel.Doorbell(config["driver_bell"])
+        self.children = {}
+        self.cmd_fd = sys.stdin.fileno()
+        self.rfd, self.wfd = os.pipe()
+        os.set_blocking(self.wfd, False)
+        signal.set_wakeup_fd(self.wfd)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def serve(self):
+        """Run the driver's commands until it goes away or asks for a shutdown."""
+        cmd_fd, rfd = self.cmd_fd, self.rfd
+        while True:
+            try:
+                # A child the driver forked may hold our stdin open after the driver died: check the parent too.
+                readable, _, _ = select.select([cmd_fd, rfd], [], [], PARENT_CHECK_SECONDS)
+            except InterruptedError:
+                continue
+            if os.getppid() != self.driver_pid:
+                return
+            if rfd in readable:
+                try:
+                    os.read(rfd, 4096)
+                except BlockingIOError:
+                    pass
+                self.reap()
+            if cmd_fd not in readable:
+                continue
+            cmd = self.read_command()
+            if cmd is None or cmd[0] == "shutdown":
+                return
+            if cmd[0] == "spawn":
+                self.spawn(cmd[1])
+            elif cmd[0] == "kill":
+                try:
+                    os.kill(cmd[1], signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def read_command(self):
+        """The driver's next command; None at EOF (the driver has gone)."""
+        head = _read_exact(self.cmd_fd, _LEN.size)
+        return None if head is None else pickle.loads(_read_exact(self.cmd_fd, _LEN.unpack(head)[0]))
+
+    def notify(self, msg):
         try:
-            notices.write(protocol.dumps(msg), 5.0)
+            self.notices.write(self.protocol.dumps(msg), 5.0)
         except Exception:
             pass
 
-    def reap():
+    def reap(self):
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -129,64 +184,41 @@ def main():
                 return
             if pid == 0:
                 return
-            children.pop(pid, None)
-            notify((protocol.DIED, pid, status))
+            self.children.pop(pid, None)
+            self.notify((self.protocol.DIED, pid, status))
 
-    while True:
-        try:
-            # A child the driver forked may hold our stdin open after the driver died: check the parent too.
-            readable, _, _ = select.select([cmd_fd, rfd], [], [], PARENT_CHECK_SECONDS)
-        except InterruptedError:
-            continue
-        if os.getppid() != driver_pid:
-            break
-        if rfd in readable:
+    def spawn(self, spec):
+        pid = os.fork()
+        if pid == 0:
             try:
-                os.read(rfd, 4096)
-            except BlockingIOError:
-                pass
-            reap()
-        if cmd_fd not in readable:
-            continue
-        head = _read_exact(cmd_fd, _LEN.size)
-        cmd = None if head is None else pickle.loads(_read_exact(cmd_fd, _LEN.unpack(head)[0]))
-        if cmd is None or cmd[0] == "shutdown":
-            break
-        if cmd[0] == "spawn":
-            spec = cmd[1]
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    os.close(cmd_fd)
-                    os.close(rfd)
-                    os.close(wfd)
-                    signal.set_wakeup_fd(-1)
-                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                    signal.signal(signal.SIGINT, signal.default_int_handler)
-                    set_parent_death_signal()
-                    worker.run_forked(spec)
-                finally:
-                    os._exit(0)
-            children[pid] = spec["worker_index"]
-            notify((protocol.SPAWNED, spec["worker_index"], pid))
-        elif cmd[0] == "kill":
+                self._become_worker(spec)
+            finally:
+                os._exit(0)
+        self.children[pid] = spec["worker_index"]
+        self.notify((self.protocol.SPAWNED, spec["worker_index"], pid))
+
+    def _become_worker(self, spec):
+        # In the fork: drop the zygote's pipes and signal set-up, and die with the zygote.
+        os.close(self.cmd_fd)
+        os.close(self.rfd)
+        os.close(self.wfd)
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        set_parent_death_signal()
+        self.worker.run_forked(spec)
+
+    def kill_children(self):
+        for pid in list(self.children):
             try:
-                os.kill(cmd[1], signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-
-    # The driver has gone (EOF) or asked us to stop: nothing of the session may remain.
-    for pid in list(children):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    for pid in list(children):
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
-    cleanup_session(config)
+        for pid in list(self.children):
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
 
 
 if __name__ == "__main__":

@@ -35,8 +35,8 @@ held while taking it, never the reverse.
 
 The components (built in this order; each binds, once, what it uses of those before it):
 
-    procs        core.processes.Processes        the zygote, worker processes, rings, send/reply, SIGINT
     node         core.node_resources.NodeResources  total/available, GPU ids, placement-group grants
+    procs        core.processes.Processes        the zygote, worker processes, rings, send/reply, SIGINT
     streams      core.streams.Streams            generator streams
     calls        core.calls.Calls                arguments held and awaited, returns completed
     task_pool    core.task_pool.TaskPool         pool workers, queue, scheduling, pipelining, lending
@@ -46,7 +46,9 @@ The components (built in this order; each binds, once, what it uses of those bef
 What they may use of the runtime (their interface to it): the components above, ``lock``, ``object_table``,
 ``code`` (code id -> pickled code), ``wait_until``, ``cancel_locked``, ``placement_request``, ``running``
 and the session facts (``session``, ``namespace``, ``job_id``, ``node_id``, ``env``, ``log_to_driver``,
-``shm_dir``, ``spill_dir``, ``store_limit``, ``bell``, ``tracing``).  None imports this module.
+``shm_dir``, ``spill_dir``, ``store_limit``, ``bell``, ``tracing``).  None imports this module.  Two
+callbacks reach a component built after the one calling them, so they look it up when called (both rare):
+the node's ``on_groups_placed`` and the object table's ``on_handles_gone``, both the actor table's.
 """
 
 from __future__ import annotations

@@ -85,6 +85,12 @@ class ObjectTable:
         self._ready_watch = ready_watch if ready_watch is not None else {}
         self._on_watched_ready = on_watched_ready
 
+    def watch_ready(self, watch, on_ready):
+        """While ``watch`` (a mapping the caller keeps) is non-empty, fill() calls ``on_ready(oid)`` (as the
+        constructor's ``ready_watch`` / ``on_watched_ready`` do, for an owner built after the table)."""
+        self._ready_watch = watch
+        self._on_watched_ready = on_ready
+
     def __contains__(self, oid):
         return oid in self.entries
 

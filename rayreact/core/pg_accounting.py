@@ -26,6 +26,7 @@ Interface (``pg_id`` is the group id's bytes, ``pg.id.binary()``; amounts are
     ledger.place_pending() -> bool                    # retry pending groups (call after node
                                                       # resources were released); True if one was placed
     ledger.members(pg_id) -> int                      # tasks/actors now holding a grant in the group
+    ledger.bundles_of(pg_id) -> [dict] | None         # the bundle sizes (None: no such group); places nothing
     ledger.resource_view("total" | "available") -> dict
         # the group entries Ray adds to cluster_resources()/available_resources():
         # CPU_group_<pghex>, CPU_group_<i>_<pghex>, bundle_group_<pghex>, bundle_group_<i>_<pghex>
@@ -257,6 +258,11 @@ class ResourceLedger:
             return False
         choices = range(len(group.bundles)) if index == -1 else [index]
         return any(0 <= i < len(group.bundles) and _fits(demand, group.bundles[i]) for i in choices)
+
+    def bundles_of(self, pg_id: bytes) -> Optional[List[Amounts]]:
+        """The group's bundle sizes (not copies), or None for a group never created; places nothing."""
+        group = self._groups.get(pg_id)
+        return None if group is None else group.bundles
 
     def members(self, pg_id: bytes) -> int:
         group = self._groups.get(pg_id)

@@ -112,3 +112,23 @@ def test_get_of_a_list_holding_a_value_is_a_type_error(ray_backend):
     ref = ray_backend.remote(one).remote()
     with pytest.raises(TypeError, match="Attempting to call `get` on the value 5"):
         ray_backend.get([ref, 5])
+
+
+class Restartable:
+    def die(self):
+        import os
+        os._exit(1)
+
+    def pid(self):
+        import os
+        return os.getpid()
+
+
+def test_a_call_in_flight_when_a_restartable_actor_dies_is_unavailable(ray_backend):
+    actor = ray_backend.remote(max_restarts=1)(Restartable).remote()
+    first = ray_backend.get(actor.pid.remote(), timeout=GET_TIMEOUT)
+    with pytest.raises(ray_backend.exceptions.ActorUnavailableError) as info:
+        ray_backend.get(actor.die.remote(), timeout=GET_TIMEOUT)
+    assert isinstance(info.value, ray_backend.exceptions.RayActorError)
+    assert "may or may not have been executed" in str(info.value)
+    assert ray_backend.get(actor.pid.remote(), timeout=GET_TIMEOUT) != first

@@ -379,8 +379,12 @@ class ActorTable:
             actor.restarts_left -= 1
         actor.num_restarts += 1
         actor.state = "RESTARTING"
-        err = exceptions.ActorDiedError(error_msg=f"The actor {actor.class_name} died while running this call "
-                                                  f"and is being restarted. {reason}")
+        # As in Ray: a call in flight when a restartable actor dies may or may not have run.
+        err = exceptions.ActorUnavailableError(
+            actor_id=actor.actor_id.hex(),
+            error_msg=f"The actor {actor.actor_id.hex()} is unavailable: The actor is temporarily unavailable: "
+                      f"{actor.class_name} died while running this call and is being restarted ({reason}). "
+                      "The task may or may not have been executed on the actor.")
         for spec in list(actor.in_flight.values()):
             if spec.retries_left != 0:
                 if spec.retries_left > 0:

@@ -125,6 +125,43 @@ def test_timeline_has_reactions_and_flows(fresh, tmp_path):
         assert e["dur"] > 0 and e["pid"] == e["tid"]
 
 
+class Stepper:
+    def step(self, a, b=0):
+        return a + b
+
+
+def _replay_a_stepping_loop(rounds=60):
+    stepper = ray.remote(Stepper).remote()
+    for i in range(rounds):
+        assert ray.get(stepper.step.remote(i)) == i
+    assert context.current.reactor.state == "REPLAYING"
+    return stepper
+
+
+def _last_fallback():
+    return ray.explain(quiet=True).fallbacks[-1][1]
+
+
+@pytest.mark.parametrize("deviation, named", [
+    (lambda s, other: s.step.remote(1, 2), "step with 2 positional arguments (the plan's has 1)"),
+    (lambda s, other: s.step.remote(1, b=2), "step with keyword arguments ['b'] (the plan's has [])"),
+    (lambda s, other: s.step.options(num_returns=2).remote((1,), (2,)), "step with num_returns=2 (the plan's has 1)"),
+    (lambda s, other: other.step.remote(1), "step on another actor"),
+], ids=["arity", "keywords", "num_returns", "actor"])
+def test_a_guard_names_how_a_call_differs_from_the_plan(fresh, deviation, named):
+    other = ray.remote(Stepper).remote()        # made before the loop: a new actor would be a deviation itself
+    stepper = _replay_a_stepping_loop()
+    ray.get(deviation(stepper, other))
+    assert named in _last_fallback()
+
+
+def test_a_guard_names_how_a_get_differs_from_the_plan(fresh):
+    extra = ray.put(3)
+    stepper = _replay_a_stepping_loop()
+    assert ray.get([stepper.step.remote(1), extra]) == [1, 3]
+    assert "a get of 2 refs (the plan's takes 1)" in _last_fallback()
+
+
 def test_reactor_off():
     if ray.is_initialized():
         ray.shutdown()

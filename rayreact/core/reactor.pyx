@@ -464,6 +464,41 @@ class _ReplayHost:
         return self.worker.actor_id
 
 
+def _call_difference(tuple op, actor_id, method, tuple args, dict kwargs, int nret):
+    """How a call differs from the plan's call here (None: it is another call altogether)."""
+    if op[0] != _CALL or op[2] != method:
+        return None
+    if op[1] != actor_id:
+        return "on another actor"
+    if op[3] != nret:
+        return f"with num_returns={nret} (the plan's has {op[3]})"
+    if len(args) != op[4]:
+        return f"with {len(args)} positional arguments (the plan's has {op[4]})"
+    return f"with keyword arguments {sorted(kwargs or ())} (the plan's has {sorted(op[5])})"
+
+
+def _get_difference(tuple op, object_ids, timeout):
+    n = len(object_ids)
+    if op[0] != _GET:
+        return f"a get of {n} refs"
+    if n != len(<tuple>op[1]):
+        return f"a get of {n} refs (the plan's takes {len(<tuple>op[1])})"
+    return "a get with a timeout (the plan's has none)" if timeout is not None else \
+        "a get without a timeout (the plan's has one)"
+
+
+def _wait_difference(tuple op, object_ids, int num_returns, timeout):
+    n = len(object_ids)
+    if op[0] != _WAIT:
+        return f"a wait on {n} refs for {num_returns}"
+    if n != len(<tuple>op[1]):
+        return f"a wait on {n} refs (the plan's waits on {len(<tuple>op[1])})"
+    if num_returns != op[2]:
+        return f"a wait for num_returns={num_returns} (the plan's waits for {op[2]})"
+    return "a wait with a timeout (the plan's has none)" if timeout is not None else \
+        "a wait without a timeout (the plan's has one)"
+
+
 cdef class WorkerReactor:
     """Runs one worker's static reaction order until the driver says STOP."""
 
@@ -1063,7 +1098,7 @@ cdef class DriverPath:
         cdef Py_ssize_t i, n
         if (op[0] != _CALL or op[1] != actor_id or op[2] != method or op[3] != nret or len(args) != op[4]
                 or (tuple(kwargs) if kwargs else ()) != op[5]):
-            return self.run.deviate_call(actor_id, method, None)
+            return self.run.deviate_call(actor_id, method, _call_difference(op, actor_id, method, args, kwargs, nret))
         values = args if not kwargs else args + tuple(kwargs.values())
         specs = <tuple>op[6]
         ref_type = self.ref_type
@@ -1149,10 +1184,10 @@ cdef class DriverPath:
         cdef tuple op = <tuple>self.ops[q]
         cdef Token tok
         if op[0] != _GET or len(object_ids) != len(<tuple>op[1]) or op[2] != (timeout is not None):
-            return self.run.deviate(f"a get of {len(object_ids)} refs")
+            return self.run.deviate(_get_difference(op, object_ids, timeout))
         keys = self._match(<tuple>op[1], object_ids)
         if keys is None:
-            return self.run.deviate("a get of other refs")
+            return self.run.deviate("a get of other refs than the plan's (not the results it expects here)")
         if q == 0 and idx != self.first and not self.run.begin_period(idx):
             return self.deopt
         self.idx = idx + 1
@@ -1184,10 +1219,10 @@ cdef class DriverPath:
         cdef tuple op = <tuple>self.ops[q]
         if (op[0] != _WAIT or len(object_ids) != len(<tuple>op[1]) or op[2] != num_returns
                 or op[3] != (timeout is not None)):
-            return self.run.deviate(f"a wait on {len(object_ids)} refs for {num_returns}")
+            return self.run.deviate(_wait_difference(op, object_ids, num_returns, timeout))
         keys = self._match(<tuple>op[1], object_ids)
         if keys is None:
-            return self.run.deviate("a wait on other refs")
+            return self.run.deviate("a wait on other refs than the plan's (not the results it expects here)")
         if q == 0 and idx != self.first and not self.run.begin_period(idx):
             return self.deopt
         self.idx = idx + 1

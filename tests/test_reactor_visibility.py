@@ -9,12 +9,14 @@ workers asleep; and that the reactor can be switched off.
 
 import json
 import os
+import signal
 import time
 
 import numpy as np
 import pytest
 
 import rayreact as ray
+from conftest import wait_until
 from rayreact.core import context
 
 
@@ -160,6 +162,32 @@ def test_a_guard_names_how_a_get_differs_from_the_plan(fresh):
     stepper = _replay_a_stepping_loop()
     assert ray.get([stepper.step.remote(1), extra]) == [1, 3]
     assert "a get of 2 refs (the plan's takes 1)" in _last_fallback()
+
+
+class Pid:
+    def pid(self):
+        return os.getpid()
+
+    def step(self, i):
+        return i
+
+
+def test_explain_after_a_replayed_actor_dies(fresh):
+    victim = ray.remote(Pid).remote()
+    pid = ray.get(victim.pid.remote())
+    for i in range(60):
+        assert ray.get(victim.step.remote(i)) == i
+    reactor = context.current.reactor
+    assert reactor.state == "REPLAYING"
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.time() + 60
+    with pytest.raises(ray.exceptions.RayActorError):
+        while time.time() < deadline:          # replayed calls, until one meets the death
+            ray.get(victim.step.remote(0))
+    # The run ended when the death reached the script, not at its next call.
+    assert reactor.state != "REPLAYING"
+    assert f"the worker of actor Pid (pid {pid}) died" in ray.explain(quiet=True).fallbacks[-1][1]
+    wait_until(lambda: "handing its values over" not in str(ray.explain(quiet=True)))
 
 
 def test_reactor_off():

@@ -56,6 +56,7 @@ then comes back from the worker that made it).
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import logging
 import os
@@ -234,6 +235,7 @@ class Reactor(RuntimeFront):
     def handed_over(self, run):
         """From a run's handover thread, when it has finished: keep only its summary."""
         run_summary = run.summary()
+        run_summary["handing_over"] = False     # done (the thread calling this is still alive)
         for i, r in enumerate(self.runs):      # in place: the script's thread may be appending
             if r is run:
                 self.runs[i] = run_summary
@@ -356,7 +358,8 @@ class Reactor(RuntimeFront):
     def get_values(self, object_ids, timeout):
         with self.lock:
             if self._enter():
-                out = self.run.get(object_ids, timeout)
+                with self._deopt_if_a_worker_died():
+                    out = self.run.get(object_ids, timeout)
                 if out is not DEOPT:
                     return out
             if self.state is RECORDING:
@@ -364,10 +367,23 @@ class Reactor(RuntimeFront):
                 self._recorded("get")
         return self.rt.get_values(object_ids, timeout)
 
+    @contextlib.contextmanager
+    def _deopt_if_a_worker_died(self):
+        # A replayed get or wait that raises a worker's death (RayActorError...) ends the run now, so that
+        # explain() and the fallbacks say so at once, not only when the script next calls the API.
+        try:
+            yield
+        except exceptions.RayError:
+            run = self.run
+            if run is not None and run.reason is not None:
+                self.deopt(run.reason)
+            raise
+
     def wait_ids(self, object_ids, num_returns, timeout, fetch_local):
         with self.lock:
             if self._enter():
-                out = self.run.wait(object_ids, num_returns, timeout)
+                with self._deopt_if_a_worker_died():
+                    out = self.run.wait(object_ids, num_returns, timeout)
                 if out is not DEOPT:
                     return out
             if self.state is RECORDING:
@@ -1102,7 +1118,8 @@ class ReplayRun:
         for link in self.links.values():
             if link.w is w:
                 self.dead_pending.append(link)
-                self.deopt_at_next_call(f"the worker of {link.name} died")
+                who = f"actor {link.actor.class_name}" if link.actor is not None else "a lent task worker"
+                self.deopt_at_next_call(f"the worker of {who} (pid {w.pid}) died")
                 self.gather.bump()
                 self.bell.ring()
 

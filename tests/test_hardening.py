@@ -269,3 +269,49 @@ def test_a_dead_zygote_is_replaced_and_the_session_goes_on(fresh_rayreact):
     assert ray.get(restartable.pid.remote(), timeout=GET_TIMEOUT) != first[1]
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(plain.pid.remote(), timeout=GET_TIMEOUT)
+
+
+FILE_HUNGRY_DRIVER = """
+import os
+import rayreact as ray
+ray.init(num_cpus=1)
+
+@ray.remote
+class A:
+    def f(self):
+        return 1
+
+assert ray.get(A.remote().f.remote()) == 1
+held = []
+try:
+    while True:
+        held.append(os.open("/dev/null", os.O_RDONLY))
+except OSError:
+    pass
+try:
+    A.remote()
+    print("no error")
+except OSError as exc:
+    print("error:", exc)
+for fd in held:
+    os.close(fd)
+print("then", ray.get(A.remote().f.remote(), timeout=60))
+ray.shutdown()
+"""
+
+
+def test_running_out_of_files_is_a_clear_error_and_the_session_recovers(tmp_path):
+    script = tmp_path / "file_hungry.py"
+    script.write_text(FILE_HUNGRY_DRIVER)
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+
+    def low_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), min(256, hard)))
+
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180,
+                         preexec_fn=low_limit)
+    assert out.returncode == 0, out.stderr
+    error, then = out.stdout.splitlines()
+    assert error.startswith("error: [Errno 24] Too many open files: rayreact could not start a worker process")
+    assert "Raise the limit (ulimit -n)" in error
+    assert then == "then 1"

@@ -65,28 +65,27 @@ import time
 
 from .. import exceptions
 from .refs import ObjectRef, ObjectRefGenerator
-from . import channel, ids, protocol, refcount, serialization, submission
+from . import channel, ids, refcount, serialization, submission
 from .infer import infer
 from .record import ACTOR_METHOD, TASK, ActorInfo, Recorder
+from .replay_handover import Handover
+from .replay_ops import DEOPT, PUT, TASK_CALLER, Link, Refused, TaskSlot
+from .replay_wiring import Wiring
 from .runtime import READY
 from .runtime_api import RuntimeFront
 
 logger = logging.getLogger("rayreact")
 
 RECORDING, REPLAYING, DYNAMIC, OFF = "RECORDING", "REPLAYING", "DYNAMIC", "OFF"
-DEOPT = object()                       # a fast path's answer: "deoptimized, run this call dynamically"
 LAST_SNAPSHOT = None                   # the last session's snapshot: explain() still answers after shutdown
 
 REPEATS = int(os.environ.get("RAYREACT_REPEATS", "3"))
 WINDOW = 4096                          # events infer looks at
 MAX_TRACE = 8192                       # a recording that found nothing this long gives up (for a cool-down)
-RING_CAPACITY = 1 << 20
 COOLDOWN_FIRST = 64                    # dynamic events before recording again, doubled after each refusal
 MAX_REPEATS = 48                       # periods a flapping script must repeat before it is replayed again
 COOLDOWN_MAX = 1 << 16
 
-_CALL, _PUT, _GET, _WAIT = range(4)
-TASK_CALLER = "task"                   # a replayed task call's "actor id" in the DriverPath's guard
 REPLAYED_TASK_OPTIONS = frozenset(("num_returns", "max_retries", "name"))
 
 
@@ -95,10 +94,6 @@ def _take_descriptor(tok):
     desc = tok.descriptor()
     tok.path = None
     return desc
-
-
-class Refused(Exception):
-    """A plan replay cannot run (the reason is kept for ``explain``)."""
 
 
 class Reactor(RuntimeFront):
@@ -580,48 +575,32 @@ def _unsupported(plan, tasks):
     return None
 
 
-class _TaskSlot:
-    """What a lent pool worker stands in for, where an actor reactor has its ActorState."""
-
-    actor_id = None
-    class_name = "task"
-
-    def __init__(self):
-        self.death_error = exceptions.WorkerCrashedError("The worker of a replayed task died.")
-
-
-class _Link:
-    """The driver's view of one replaying worker."""
-
-    __slots__ = ("name", "w", "actor", "inbox", "out", "pairs_out", "timeline", "stopped", "dead", "pid", "bell",
-                 "arg_files", "inflight")
-
-    def __init__(self, name, w, actor):
-        self.name = name
-        self.w = w
-        self.actor = actor
-        self.inbox = None
-        self.out = None
-        self.timeline = None
-        self.stopped = False
-        self.dead = False
-        self.pid = w.pid
-        self.arg_files = collections.deque()   # (index, path): argument segments of invocations not yet run
-        # A lent task worker's calls not yet known to have run: (index, invocation frame, argument values).
-        self.inflight = collections.deque() if isinstance(actor, _TaskSlot) else None
-
-
-class _Op:
-    __slots__ = ("kind", "position", "actor", "method", "nret", "nargs", "kwnames", "specs", "link", "outputs",
-                 "reads", "timeout", "num_returns", "label", "readers", "conn", "feeds_workers")
-
-
 class ReplayRun:
     """One compiled plan running: the rings, the per-position driver ops, the tokens in flight.
 
     Its public methods serve the Reactor (``call``, ``put``, ``get``, ``wait``, ``cancel``, ``stop``, ...) and
     the DriverPath, which calls back for everything rare (``deviate``, ``begin_period``, ``absorb_deaths``,
-    ...: listed in reactor.DriverPath's docstring); neither reaches the other's underscored names."""
+    ...: listed in reactor.DriverPath's docstring); neither reaches the other's underscored names.
+
+    Two parts do the start and the end, composed here and each holding the run:
+
+        core.replay_wiring.Wiring      the rings, the workers' programs, the ops, the DriverPath (at start)
+        core.replay_handover.Handover  ``ending``: the hand-over after ``stop``, cleanup, giving lent
+                                       workers back, rerunning a dead lent worker's calls, the timelines
+
+    The run's interface to its parts (they use nothing else of it):
+
+        facts       ``reactor``, ``rt``, ``ext``, ``plan``, ``number``, ``P``, ``start``, ``first``, ``R``,
+                    ``task_of``, ``links`` (reactor name -> replay_ops.Link once the workers are taken)
+        built by the wiring, read by both
+                    ``bell``, ``gather``, ``poller``, ``spin``, ``paths`` (files to remove), ``ring_paths``,
+                    ``writer_of``, ``const_key``, ``ops`` (replay_ops.Op per position), ``fast`` (the
+                    DriverPath), ``started_workers``
+        state       ``given``, ``cache``, ``windows``, ``death_payloads`` (the DriverPath's), ``handed``,
+                    ``dead_pending``, ``seed_views``, ``lent``, ``abandoned``, ``handover`` (the thread),
+                    ``ended``, ``end_reason``
+        methods     ``write``, ``drain``, ``send_desc``, ``op_at``, ``absorb_deaths``, ``reap_arg_files``
+    """
 
     def __init__(self, reactor, plan, trace, first_index, number):
         self.reactor = reactor
@@ -646,6 +625,7 @@ class ReplayRun:
         self.task_died = False           # a lent task worker died: its calls rerun dynamically, not fail
         self.seed_views = []
         self.fast = None                 # the DriverPath (reactor.pyx): given, cache, windows, idx live there
+        self.ending = Handover(self)
         max_lag = max((u.lag for c in plan.connections for u in c.uses), default=0)
         self.R = max(2, max_lag + 2)
         self.links = {}
@@ -671,7 +651,8 @@ class ReplayRun:
         self.poller = None
         self.started_workers = False
         try:
-            self._wire_and_start(trace, seeds, seed_ids, seed_descs)
+            Wiring(self).start(trace, seeds, seed_ids, seed_descs)
+            self.call, self.get, self.wait = self.fast.call, self.fast.get, self.fast.wait
         except BaseException:
             try:
                 self._undo_failed_start()
@@ -736,7 +717,7 @@ class ReplayRun:
             for name, a in list(self.links.items()):
                 if a.state != "ALIVE" or a.worker is None or a.worker.dead:
                     raise Refused(f"{name}: the actor is not alive")
-                self.links[name] = _Link(name, a.worker, a)
+                self.links[name] = Link(name, a.worker, a)
             seed_descs = []
             for s, oid in zip(seeds, seed_ids):
                 e = table.get(oid)
@@ -751,7 +732,7 @@ class ReplayRun:
                     raise Refused("no idle pool worker to lend to the plan's task calls")
                 self.lent = lent
                 for name, w in zip(task_reactors, lent):
-                    self.links[name] = _Link(name, w, _TaskSlot())
+                    self.links[name] = Link(name, w, TaskSlot())
         return seed_descs
 
     def _undo_failed_start(self):
@@ -759,275 +740,22 @@ class ReplayRun:
         if self.started_workers:
             self.stop("the plan failed to start", wait=True)
         else:
-            self._cleanup()
-            self._give_back_workers()
+            self.ending.cleanup()
+            self.ending.give_back_workers()
 
-    # ------------------------------------------------------------------ wiring and start
-    def _wire_and_start(self, trace, seeds, seed_ids, seed_descs):
-        self.bell = self.reactor.replay_bell()
-        prefix = f"{self.rt.session_prefix}-r{self.number}"
-        self._open_link_rings(prefix)
-        readers = self._classify_connections()
-        pair_path = self._open_pair_rings(prefix, readers)
-        programs = self._build_programs(prefix, readers, pair_path)
-        self._build_driver_path(readers)
-        self._start_workers(programs)
-        self._seed(seeds, seed_ids, seed_descs, readers)
-        self._install_ops(trace)
-
-    def _open_link_rings(self, prefix):
-        """The gather word, and each link's inbox, ring to the driver and timeline."""
-        self.gather = self.ext.Gather(f"{prefix}-gather", True)
-        self.paths.append(self.gather.path)
-        for link in self.links.values():
-            w = link.w
-            link.inbox = self._ring(f"{prefix}-in{w.index}")
-            link.bell = w.bell
-            link.inbox.reader_bell = None        # the DriverPath rings (or defers) the worker's doorbell
-            link.out = self._ring(f"{prefix}-out{w.index}")
-            link.out.writer_bell = w.bell
-            link.timeline = self.ext.TimelineLog(f"{prefix}-tl{w.index}", True)
-            self.paths.append(link.timeline.path)
-
-    def _classify_connections(self):
-        """Who writes and who reads each connection, and which are constants (made before the loop):
-        ``writer_of`` and ``const_key``; returns the readers of each connection, in order of first use."""
-        conns = self.plan.connections
-        readers = {c.id: list(dict.fromkeys(u.reactor for u in c.uses)) for c in conns}
-        self.writer_of = {c.id: c.reactor for c in conns}
-        self.const_key = {}
-        for c in conns:
-            if c.source == "prefix":
-                self.const_key[c.id] = (c.id, c.producer)
-            elif c.source == "external":
-                self.const_key[c.id] = (c.id, -1 - c.producer)
-        return readers
-
-    def _open_pair_rings(self, prefix, readers):
-        """A ring per (writer, reader) pair of workers; returns their paths.  Created here, opened by the
-        workers: the driver never reads or writes them."""
-        pair_path = {}
-        for c in self.plan.connections:
-            if c.reactor == "driver":
-                continue
-            for reader in readers[c.id]:
-                if reader not in ("driver", c.reactor):
-                    key = (c.reactor, reader)
-                    if key not in pair_path:
-                        pair_path[key] = f"{prefix}-p{self.links[c.reactor].w.index}-{self.links[reader].w.index}"
-                        self._ring(pair_path[key]).close()
-        return pair_path
-
-    def _build_programs(self, prefix, readers, pair_path):
-        """What each worker's reactor runs, by reactor name."""
-        self.spin = 50e-6   # the longest spin; channel.spin_now() cuts it while processes outnumber cores
-        return {name: self._program_for(name, link, prefix, readers, pair_path) for name, link in self.links.items()}
-
-    def _program_for(self, name, link, prefix, readers, pair_path):
-        plan, P = self.plan, self.P
-        r = plan.reactor(name)
-        in_rings, out_rings, out_index = self._rings_of(name, link, pair_path)
-        reactions, writers, keep = self._reactions_of(r, link)
-        routes = {}
-        for q in r.schedule:
-            for cid in plan.reactions[q].outputs:
-                rs = readers[cid]
-                routes[cid] = (name in rs, tuple(out_index[x] for x in rs if x != name))
-        return {
-            "plan": self.number, "name": name, "period": P, "start": plan.start, "reactions": reactions,
-            "routes": routes, "writers": writers, "in_rings": in_rings, "out_rings": out_rings,
-            "const_conns": frozenset(self.const_key), "keep": keep + P, "retain": (self.R + 1) * P,
-            "shm_prefix": f"{prefix}-w{link.w.index}", "timeline": link.timeline.path, "spin": self.spin,
-            "gather": self.gather.path, "pool_limit": serialization.segment_pool.limit,
-            "dynamic_spin": getattr(self.rt, "_spin", None),
-        }
-
-    def _rings_of(self, name, link, pair_path):
-        """A worker's rings in (path, bell to ring) and out, and the index of its out ring per reader."""
-        in_rings = [(link.inbox.path, self.bell.path)]
-        out_rings = [(link.out.path, None)]          # to the driver: Gather wakes it, once per gather
-        for (writer, reader), path in pair_path.items():
-            if reader == name:
-                in_rings.append((path, self.links[writer].w.bell.path))
-        out_index = {"driver": 0}
-        for (writer, reader), path in pair_path.items():
-            if writer == name:
-                out_index[reader] = len(out_rings)
-                out_rings.append((path, self.links[reader].w.bell.path))
-        return in_rings, out_rings, out_index
-
-    def _reactions_of(self, r, link):
-        """Per position a worker runs: what it calls, where each argument comes from, what it makes; the
-        writer of each connection it reads, and how many positions back it must keep values."""
-        plan, P, ext = self.plan, self.P, self.ext
-        conns = plan.connections
-        reactions, writers, keep = {}, {}, P
-        for q in r.schedule:
-            reaction = plan.reactions[q]
-            specs, slot = [], 0
-            for a in reaction.args:
-                if a.input is None:
-                    specs.append((a.name, ext.A_LITERAL, slot, 0))
-                    slot += 1
-                    continue
-                c = conns[a.input.connection]
-                writers[c.id] = c.reactor
-                if c.id in self.const_key:
-                    specs.append((a.name, ext.A_CONST, c.id, self.const_key[c.id][1]))
-                else:
-                    d = a.input.lag * P + q - c.producer
-                    keep = max(keep, d + P)
-                    specs.append((a.name, ext.A_PERIOD, c.id, d))
-            if reaction.op == "task":
-                fn = self.task_of[reaction.target][1]
-                method, display = submission.code_id_of(fn), fn._function_name
-            else:
-                method, display = reaction.target, f"{link.actor.class_name}.{reaction.target}"
-            reactions[q] = (method, tuple(specs), tuple(reaction.outputs), display)
-        return reactions, writers, keep
-
-    def _build_driver_path(self, readers):
-        """The per-position driver ops (the guard, compiled) and the DriverPath that runs them per call."""
-        self.poller = channel.Poller(self.bell)
-        self.poller.set_rings([link.out for link in self.links.values()])
-        self.ops = [self._compile(self.plan.reactions[q], readers) for q in range(self.P)]
-        self.fast = self.ext.DriverPath(
-            self, [], self.plan.start, self.P, self.first, [(link, link.out) for link in self.links.values()],
-            self.gather, self.spin, frozenset(self.const_key), self.writer_of, ObjectRef, ids.new_id, DEOPT,
-            self.poller)
-        self.call, self.get, self.wait = self.fast.call, self.fast.get, self.fast.wait
-
-    def _start_workers(self, programs):
-        # Under the runtime's lock: each reactor starts after every dynamic message already sent to it.
-        rt = self.rt
-        with rt.lock:
-            self.started_workers = True
-            for name, link in self.links.items():
-                rt.send_to_worker(link.w, (protocol.REACTOR, "start", programs[name]))
-
-    def _seed(self, seeds, seed_ids, seed_descs, readers):
-        """Send the values the plan starts from to their readers; the script's refs to them are the run's."""
-        conns = self.plan.connections
-        self.windows.append((self.first, []))
-        for seed, oid, desc in zip(seeds, seed_ids, seed_descs):
-            c = conns[seed.connection]
-            key = (c.id, seed.producer)
-            for reader in readers[c.id]:
-                if reader == "driver":
-                    self.cache[key] = self._token_of_desc(desc)
-                else:
-                    self._send_desc(self.links[reader], c.id, seed.producer, desc)
-            if c.id not in self.const_key:
-                self.given[(seed.producer, seed.ret)] = oid
-                self.windows[-1][1].append((seed.producer, seed.ret, c.id))
-
-    def _install_ops(self, trace):
-        """Bind each constant read to its ref id and give the DriverPath its ops: the guard is live."""
-        conns = self.plan.connections
-        self.const_ids = {cid: trace.ref_id(key[1], conns[cid].ret) for cid, key in self.const_key.items()}
-        for op in self.ops:
-            self._bind_consts(op)
-        self.fast.ops = [self._as_tuple(op) for op in self.ops]
-
-    # ------------------------------------------------------------------ compile helpers
-    def _ring(self, path):
-        ring = channel.Ring(path, RING_CAPACITY, True)
-        self.paths.append(path)
-        self.ring_paths.append(path)
-        return ring
-
-    def _compile(self, reaction, readers):
-        op = _Op()
-        op.position = q = reaction.position
-        P = self.P
-        conns = self.plan.connections
-
-        def read(inp):
-            c = conns[inp.connection]
-            if c.id in self.const_key:
-                return (c.id, None, c.ret, self.const_key[c.id])
-            return (c.id, inp.lag * P + q - c.producer, c.ret, None)
-
-        if reaction.op in ("actor_method", "task"):
-            op.kind = _CALL
-            link = self.links[reaction.reactor]
-            op.link = link
-            if reaction.op == "task":
-                op.actor = TASK_CALLER
-                op.method = self.task_of[reaction.target][0]
-            else:
-                op.actor = link.actor.actor_id
-                op.method = reaction.target
-            op.outputs = reaction.outputs
-            op.feeds_workers = any(x != "driver" for cid in reaction.outputs for x in readers[cid])
-            op.nret = len(reaction.outputs)
-            positional = [a for a in reaction.args if not isinstance(a.name, str)]
-            op.nargs = len(positional)
-            op.kwnames = tuple(a.name for a in reaction.args if isinstance(a.name, str))
-            op.specs = tuple(None if a.input is None else read(a.input) for a in reaction.args)
-            op.label = (self.task_of[reaction.target][1]._function_name.rsplit(".", 1)[-1] if reaction.op == "task"
-                        else f"{link.actor.class_name}.{reaction.target}")
-        elif reaction.op == "put":
-            op.kind = _PUT
-            op.conn = reaction.outputs[0]
-            op.readers = tuple(self.links[x] for x in readers[op.conn] if x != "driver")
-            op.label = "put"
-        elif reaction.op == "get":
-            op.kind = _GET
-            op.reads = tuple(read(i) for i in reaction.reads)
-            op.label = "get"
-        elif reaction.op == "wait":
-            op.kind = _WAIT
-            op.reads = tuple(read(i) for i in reaction.reads)
-            op.label = "wait"
-        else:
-            raise Refused(f"position {q}: {reaction.op} is not replayed")
-        expect = self.plan.guard.expects[q].signature
-        if reaction.op == "get":
-            op.timeout = expect[3]
-        elif reaction.op == "wait":
-            op.num_returns, op.timeout = expect[2], expect[3]
-        return op
-
+    # ------------------------------------------------------------------ state and transport
     # The hot path's state lives in the DriverPath.
     idx = property(lambda self: self.fast.idx)
     given = property(lambda self: self.fast.given)
     cache = property(lambda self: self.fast.cache)
     driver_log = property(lambda self: self.fast.driver_log)
-    _death_payloads = property(lambda self: self.fast.dead_payloads)
+    death_payloads = property(lambda self: self.fast.dead_payloads)
 
     @property
     def windows(self):
         return self.fast.windows
 
-    @staticmethod
-    def _as_tuple(op):
-        if op.kind == _CALL:
-            return (_CALL, op.actor, op.method, op.nret, op.nargs, op.kwnames, op.specs, op.link, tuple(op.outputs),
-                    op.label, op.link.inflight)
-        if op.kind == _GET:
-            return (_GET, op.reads, op.timeout)
-        if op.kind == _WAIT:
-            return (_WAIT, op.reads, op.num_returns, op.timeout)
-        return (_PUT,)
-
-    def _bind_consts(self, op):
-        # Constant reads name a fixed ref id: (conn, None, ret, const key) -> (conn, None, ret, (key, id)).
-        if op.kind == _CALL:
-            op.specs = tuple(s if s is None or s[3] is None else (s[0], None, s[2], (s[3], self.const_ids[s[0]]))
-                             for s in op.specs)
-        elif op.kind in (_GET, _WAIT):
-            op.reads = tuple(s if s[3] is None else (s[0], None, s[2], (s[3], self.const_ids[s[0]]))
-                             for s in op.reads)
-
-    def _token_of_desc(self, desc):
-        ext = self.ext
-        flags = ext.F_ERROR if desc[3] else 0
-        if desc[0] == serialization.SEGMENT:
-            return ext.Token(flags, self.rt.object_table.view_segment(desc[1]))
-        return ext.Token(flags, desc[1])
-
-    def _send_desc(self, link, conn, producer, desc, owned=False):
+    def send_desc(self, link, conn, producer, desc, owned=False):
         """A TOKEN frame to a worker from a dynamic object descriptor (a segment gets the reader's own link).
 
         A file the dynamic table owns stays mapped here for the run, so the segment
@@ -1042,13 +770,12 @@ class ReplayRun:
             frame = ext.token_frame(conn, producer, flags | ext.F_SEGMENT, path)
         else:
             frame = ext.token_frame(conn, producer, flags, desc[1])
-        self._write(link, frame)
+        self.write(link, frame)
 
-    # ------------------------------------------------------------------ transport
-    def _write(self, link, frame):
+    def write(self, link, frame):
         return self.fast.write(link, frame)
 
-    def _drain(self):
+    def drain(self):
         return self.fast.drain()
 
     def worker_noted(self, info):
@@ -1131,17 +858,17 @@ class ReplayRun:
             if link.dead:
                 continue
             link.dead = True
-            self._drain()
+            self.drain()
             if link.inflight is not None:
                 self.task_died = True     # no reaction reads a task's result: nobody else needs a notice
                 continue
             err = link.actor.death_error or exceptions.ActorDiedError(
                 error_msg=f"The actor {link.actor.class_name} died.")
             payload = serialization.serialize(err, is_error=True).pack()
-            self._death_payloads[link.name] = payload
+            self.death_payloads[link.name] = payload
             for other in self.links.values():
                 if not other.dead:
-                    self._write(other, self.ext.control_frame(self.ext.DEAD, (link.name, payload)))
+                    self.write(other, self.ext.control_frame(self.ext.DEAD, (link.name, payload)))
 
     # ------------------------------------------------------------------ the fast paths
     def deviate(self, what):
@@ -1156,7 +883,7 @@ class ReplayRun:
         idx = self.idx
         q = (idx - self.start) % self.P
         op = self.ops[q]
-        if op.kind != _PUT:
+        if op.kind != PUT:
             return self.deviate("a put")
         if isinstance(value, ObjectRef):
             return self.deviate("a put of a ref")
@@ -1173,13 +900,13 @@ class ReplayRun:
             tok = ext.Token(0, ser.pack())
             frame = ext.token_frame(op.conn, idx, 0, tok.data)
             for link in op.readers:
-                self._write(link, frame)
+                self.write(link, frame)
         else:
             path = f"{self.rt.session_prefix}-rp{ids.new_id().hex()}"
             ser.write_segment(path)
             tok = ext.Token(0, serialization.map_segment(path), path)
             for link in op.readers:
-                self._send_desc(link, op.conn, idx, (serialization.SEGMENT, path, [], False), True)
+                self.send_desc(link, op.conn, idx, (serialization.SEGMENT, path, [], False), True)
         self.fast.idx = idx + 1
         self.cache[(op.conn, idx)] = tok
         oid = ids.new_id()
@@ -1263,113 +990,7 @@ class ReplayRun:
         An in-flight reaction may wait for something the script does only after the deviating call (Ray
         would not block that call), so nothing here waits for a reaction.  The workers run the calls the
         script makes from now on after their in-flight reactions (reactor.pyx holds them)."""
-        self.end_reason = reason
-        self.ended = time.monotonic()
-        ext = self.ext
-        if self.dead_pending:
-            self.absorb_deaths()
-        # Which values the script still names, and which the driver does not hold.
-        alive = []
-        wanted = collections.defaultdict(list)
-        counts = refcount.counts
-        table = self.rt.object_table
-        for (index, ret), oid in self.given.items():
-            if not counts.get(oid) or oid in table:
-                continue
-            conn = self._output_conn(index, ret)
-            alive.append((oid, (conn, index)))
-            if (conn, index) not in self.cache:
-                writer = self.writer_of.get(conn)
-                if writer in self.links:
-                    wanted[writer].append((conn, index))
-        for name, link in self.links.items():
-            if not link.dead:
-                self._write(link, ext.control_frame(ext.STOP, wanted.get(name, [])))
-        table.reserve_all([oid for oid, _ in alive])
-        self.handover = threading.Thread(target=self._hand_over, args=(alive,), name="rayreact-handover",
-                                         daemon=True)
-        self.handover.start()
-        if wait:
-            self.handover.join()
-
-    def _hand_over(self, alive):
-        """The handover thread: drain the links until every one has stopped, fill the pending objects."""
-        try:
-            self._drain_links()
-            if not self.abandoned:
-                self._fill(alive)
-        except Exception:  # noqa: BLE001 - a bug here must not lose the values silently
-            logger.exception("rayreact: handing replayed values over to the dynamic runtime failed")
-            self._fill_lost(alive)
-        finally:
-            try:
-                self._give_back_workers()
-                for desc in self.handed.values():
-                    if desc[0] == serialization.SEGMENT:
-                        try:
-                            os.unlink(desc[1])
-                        except OSError:
-                            pass
-                self.handed.clear()
-                self._cleanup()
-            except Exception:  # noqa: BLE001 - the next run must not wait for this one forever
-                logger.exception("rayreact: cleaning up after a replay run failed")
-            finally:
-                self.reactor.handed_over(self)
-
-    def _drain_links(self):
-        while not self.abandoned:
-            if self.dead_pending:
-                self.absorb_deaths()
-            if all(link.stopped or link.dead for link in self.links.values()):
-                break
-            seen = self.gather.count()
-            if not self._drain():
-                self.gather.wait(seen + 1, 0.2)
-        self._drain()
-
-    def _fill(self, alive):
-        rerun = self._unfinished_tasks()
-        rerun_keys = {(cid, index) for _, index, _, _ in rerun for cid in self._op_at(index).outputs}
-        pairs = []
-        rt = self.rt
-        for oid, key in alive:
-            if key in rerun_keys:
-                continue
-            if oid in self.fast.cancelled:
-                err = serialization.serialize(exceptions.TaskCancelledError(), is_error=True).pack()
-                pairs.append((oid, (serialization.INLINE, err, [], True)))
-                continue                  # (its value is freed below with everything not handed over)
-            tok = self.cache.get(key)
-            if tok is not None:
-                pairs.append((oid, tok.descriptor()))
-                tok.path = None
-                continue
-            desc = self.handed.pop(key, None)
-            if desc is None:
-                writer = self.writer_of.get(key[0])
-                payload = self._death_payloads.get(writer)
-                if payload is None:
-                    payload = serialization.serialize(exceptions.RaySystemError(
-                        f"rayreact lost a replayed value ({key}) on deoptimization"), is_error=True).pack()
-                desc = (serialization.INLINE, payload, [], True)
-            pairs.append((oid, desc))
-        with rt.lock:                     # the acks after the fills, in one critical section
-            rt.object_table.fill_all(pairs)
-            for link in self.links.values():
-                if not link.dead:
-                    rt.send_to_worker(link.w, (protocol.REACTOR, "ack", self.number))
-        rt.bell.ring()                    # a get may be waiting for these
-        self._give_back_workers()
-        if rerun:
-            self._rerun(rerun)
-
-    def _fill_lost(self, alive):
-        err = serialization.serialize(exceptions.RaySystemError(
-            "rayreact lost a replayed value on deoptimization"), is_error=True).pack()
-        desc = (serialization.INLINE, err, [], True)
-        self.rt.object_table.fill_all([(oid, desc) for oid, _ in alive])
-        self.rt.bell.ring()
+        self.ending.stop(reason, wait)
 
     def deviate_call(self, actor_id, method, how):
         """``deviate`` for a call of ``method`` (``how`` it differs from the plan's, or None: another call)."""
@@ -1385,66 +1006,8 @@ class ReplayRun:
         """How a deviation message names a call: the method, or the task's function."""
         return method.split("@", 1)[0] if actor_id == TASK_CALLER else method
 
-    def _op_at(self, index):
+    def op_at(self, index):
         return self.ops[(index - self.start) % self.P]
-
-    def _unfinished_tasks(self):
-        """Calls a dead lent worker took and never finished, in call order: (link, index, frame, values)."""
-        out = []
-        for link in self.links.values():
-            if link.inflight is None or not link.dead:
-                continue
-            done = link.timeline.last_index() if link.timeline is not None else -1
-            for index, frame, values in link.inflight:
-                outputs = self._op_at(index).outputs
-                if index <= done or (outputs and all((cid, index) in self.cache for cid in outputs)):
-                    continue
-                out.append((link, index, frame, values))
-        out.sort(key=lambda call: call[1])
-        return out
-
-    def _rerun(self, calls):
-        """Run again, dynamically, the calls a dead lent worker never finished, under the refs the script
-        holds: Ray retries a task whose worker died (``max_retries``, 3 unless set), so replay does too."""
-        ext, rt = self.ext, self.rt
-        for link, index, frame, values in calls:
-            op = self._op_at(index)
-            _, function, options = self.task_of[self.plan.reactions[op.position].target]
-            how = ext.INVOKE_HEADER.unpack_from(frame, 0)[2]
-            payload = memoryview(frame)[ext.INVOKE_HEADER.size:]
-            if how == 1:
-                literals = iter(ext.decode(payload)[0])
-            elif how == 2:
-                literals = iter(serialization.loads_pack(serialization.map_segment(bytes(payload).decode()))[0])
-            else:
-                literals = iter(())
-            # The invocation holds the literals as they were at the call: the snapshot Ray's retry would send.
-            values = [next(literals) if spec is None else value for spec, value in zip(op.specs, values)]
-            args, kwargs = tuple(values[:op.nargs]), dict(zip(op.kwnames, values[op.nargs:]))
-            return_ids = [self.given.get((index, ret)) or ids.new_id() for ret in range(op.nret)]
-            retries = options.get("max_retries")
-            retries = 3 if retries is None else retries
-            if retries == 0:
-                err = exceptions.WorkerCrashedError(
-                    f"The worker died unexpectedly while executing this task ({function._function_name}).")
-                desc = (serialization.INLINE, serialization.serialize(err, is_error=True).pack(), [], True)
-                # (stop() made the script's refs pending; one no longer there is made again)
-                rt.object_table.fill_unready(return_ids, desc)
-                rt.bell.ring()
-                continue
-            again = dict(options, max_retries=retries - 1 if retries > 0 else retries)
-            self.reactor.rt.submit_task(function, args, kwargs, again, return_ids=return_ids)
-
-    def _give_back_workers(self):
-        lent, self.lent = self.lent, []
-        if lent:
-            with self.rt.lock:
-                for w in lent:
-                    self.rt.unpin_task_worker(w)
-
-    def _output_conn(self, index, ret):
-        reaction = self.plan.reactions[(index - self.start) % self.P]
-        return reaction.outputs[ret]
 
     def abandon(self):
         """Shutdown while replaying or handing over: nothing to hand over, just free what we made."""
@@ -1453,92 +1016,15 @@ class ReplayRun:
             self.handover.join(5.0)       # it looks at ``abandoned`` at least every 0.2 s
             return
         self.end_reason = "shutdown"
-        self._cleanup()
-        self._give_back_workers()
-
-    def _cleanup(self):
-        if self.ended is None:
-            self.ended = time.monotonic()
-        if self.fast is None:                 # never started: only files to remove
-            for link in self.links.values():
-                if isinstance(link, _Link):
-                    for ring in (link.inbox, link.out):
-                        if ring is not None:
-                            ring.close()
-            if self.gather is not None:
-                self.gather.close()
-            for path in self.paths:
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
-            return
-        self.reap_arg_files()
-        self._collect_timeline()
-        for link in self.links.values():
-            while link.arg_files:            # a dead worker's never-run invocations
-                self.ext.free_segment(link.arg_files.popleft()[1])
-        for tok in self.cache.values():
-            tok.free()
-        self.cache.clear()
-        self.seed_views = []
-        ext = self.ext
-        # Frames nobody read (tokens sent to a reader that had stopped) may name segment links.
-        for path in self.ring_paths:
-            try:
-                ring = channel.Ring(path)
-            except OSError:
-                continue
-            for frame in ring.read_all():
-                if frame[0] == ext.TOKEN:
-                    flags = ext.TOKEN_HEADER.unpack_from(frame, 0)[3]
-                    if flags & ext.F_SEGMENT and not flags & ext.F_REFS:
-                        try:
-                            os.unlink(bytes(frame[ext.TOKEN_HEADER.size:]).decode())
-                        except OSError:
-                            pass
-                elif frame[0] == ext.INVOKE and ext.INVOKE_HEADER.unpack_from(frame, 0)[2] == 2:
-                    try:
-                        os.unlink(bytes(frame[ext.INVOKE_HEADER.size:]).decode())
-                    except OSError:
-                        pass
-            ring.close()
-        for link in self.links.values():
-            for ring in (link.inbox, link.out):
-                if ring is not None:
-                    ring.close()
-        self.gather.close()
-        for path in self.paths:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        self.ending.cleanup()
+        self.ending.give_back_workers()
 
     # ------------------------------------------------------------------ visibility
-    def _collect_timeline(self):
-        if getattr(self, "_timeline", None) is not None:
-            return
-        self._timeline = self._read_timeline()
-        for link in self.links.values():
-            if link.timeline is not None:
-                link.timeline.close()
-                link.timeline = None
-
-    def _read_timeline(self):
-        out = {}
-        for name, link in self.links.items():
-            if link.timeline is not None:
-                try:
-                    out[name] = (link.pid, link.timeline.read())
-                except (ValueError, OSError):
-                    out[name] = (link.pid, [])
-        return out
-
     def summary(self, live=False):
         """Plain data about this run, for explain() and the timeline."""
-        timeline = getattr(self, "_timeline", None)
+        timeline = self.ending.timeline
         if timeline is None and live:
-            timeline = self._read_timeline()
+            timeline = self.ending.read_timeline()
         return {
             "number": self.number,
             "plan": self.plan,

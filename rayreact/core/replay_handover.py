@@ -1,0 +1,302 @@
+"""Ending a replay run: the hand-over of its values to the dynamic runtime, and the clean-up after it.
+
+::
+
+    ReplayRun.stop ──▶ Handover.stop: STOP to every link (naming the values the driver lacks), every value
+        │              the script can still name made a pending object of the dynamic table
+        ▼
+    the handover thread: drain the links until each has stopped, fill the pending objects (or the error
+        each deserves), ack the workers, give the lent workers back, rerun dynamically the task calls a
+        dead lent worker never finished, then free the run's files and read its timeline
+        └──▶ Reactor.handed_over(run)
+
+``ReplayRun.abandon`` (shutdown) and a start that failed use ``cleanup`` and ``give_back_workers`` alone.
+The handover reaches the run only through its public interface (listed in ReplayRun's docstring), the
+runtime only through ``lock``, ``object_table``, ``send_to_worker``, ``bell``, ``unpin_task_worker`` and
+``submit_task``.  It keeps one thing of its own: the workers' timelines once read (``timeline``).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import threading
+import time
+
+from .. import exceptions
+from . import channel, ids, protocol, refcount, serialization
+from .replay_ops import Link
+
+logger = logging.getLogger("rayreact")
+
+
+class Handover:
+    """How one run ends: ``stop`` (the hand-over, on a thread of its own), ``cleanup``, ``give_back_workers``."""
+
+    def __init__(self, run):
+        self.run = run
+        self.timeline = None             # reactor name -> (pid, events), read once the run has ended
+
+    # ------------------------------------------------------------------ the hand-over
+    def stop(self, reason, wait):
+        """ReplayRun.stop's work: see there."""
+        run = self.run
+        run.end_reason = reason
+        run.ended = time.monotonic()
+        ext = run.ext
+        if run.dead_pending:
+            run.absorb_deaths()
+        # Which values the script still names, and which the driver does not hold.
+        alive = []
+        wanted = collections.defaultdict(list)
+        counts = refcount.counts
+        table = run.rt.object_table
+        for (index, ret), oid in run.given.items():
+            if not counts.get(oid) or oid in table:
+                continue
+            conn = self._output_conn(index, ret)
+            alive.append((oid, (conn, index)))
+            if (conn, index) not in run.cache:
+                writer = run.writer_of.get(conn)
+                if writer in run.links:
+                    wanted[writer].append((conn, index))
+        for name, link in run.links.items():
+            if not link.dead:
+                run.write(link, ext.control_frame(ext.STOP, wanted.get(name, [])))
+        table.reserve_all([oid for oid, _ in alive])
+        run.handover = threading.Thread(target=self._hand_over, args=(alive,), name="rayreact-handover",
+                                        daemon=True)
+        run.handover.start()
+        if wait:
+            run.handover.join()
+
+    def _hand_over(self, alive):
+        """The handover thread: drain the links until every one has stopped, fill the pending objects."""
+        run = self.run
+        try:
+            self._drain_links()
+            if not run.abandoned:
+                self._fill(alive)
+        except Exception:  # noqa: BLE001 - a bug here must not lose the values silently
+            logger.exception("rayreact: handing replayed values over to the dynamic runtime failed")
+            self._fill_lost(alive)
+        finally:
+            try:
+                self.give_back_workers()
+                for desc in run.handed.values():
+                    if desc[0] == serialization.SEGMENT:
+                        try:
+                            os.unlink(desc[1])
+                        except OSError:
+                            pass
+                run.handed.clear()
+                self.cleanup()
+            except Exception:  # noqa: BLE001 - the next run must not wait for this one forever
+                logger.exception("rayreact: cleaning up after a replay run failed")
+            finally:
+                run.reactor.handed_over(run)
+
+    def _drain_links(self):
+        run = self.run
+        while not run.abandoned:
+            if run.dead_pending:
+                run.absorb_deaths()
+            if all(link.stopped or link.dead for link in run.links.values()):
+                break
+            seen = run.gather.count()
+            if not run.drain():
+                run.gather.wait(seen + 1, 0.2)
+        run.drain()
+
+    def _fill(self, alive):
+        run = self.run
+        rerun = self._unfinished_tasks()
+        rerun_keys = {(cid, index) for _, index, _, _ in rerun for cid in run.op_at(index).outputs}
+        pairs = []
+        rt = run.rt
+        for oid, key in alive:
+            if key in rerun_keys:
+                continue
+            if oid in run.fast.cancelled:
+                err = serialization.serialize(exceptions.TaskCancelledError(), is_error=True).pack()
+                pairs.append((oid, (serialization.INLINE, err, [], True)))
+                continue                  # (its value is freed below with everything not handed over)
+            tok = run.cache.get(key)
+            if tok is not None:
+                pairs.append((oid, tok.descriptor()))
+                tok.path = None
+                continue
+            desc = run.handed.pop(key, None)
+            if desc is None:
+                writer = run.writer_of.get(key[0])
+                payload = run.death_payloads.get(writer)
+                if payload is None:
+                    payload = serialization.serialize(exceptions.RaySystemError(
+                        f"rayreact lost a replayed value ({key}) on deoptimization"), is_error=True).pack()
+                desc = (serialization.INLINE, payload, [], True)
+            pairs.append((oid, desc))
+        with rt.lock:                     # the acks after the fills, in one critical section
+            rt.object_table.fill_all(pairs)
+            for link in run.links.values():
+                if not link.dead:
+                    rt.send_to_worker(link.w, (protocol.REACTOR, "ack", run.number))
+        rt.bell.ring()                    # a get may be waiting for these
+        self.give_back_workers()
+        if rerun:
+            self._rerun(rerun)
+
+    def _fill_lost(self, alive):
+        rt = self.run.rt
+        err = serialization.serialize(exceptions.RaySystemError(
+            "rayreact lost a replayed value on deoptimization"), is_error=True).pack()
+        desc = (serialization.INLINE, err, [], True)
+        rt.object_table.fill_all([(oid, desc) for oid, _ in alive])
+        rt.bell.ring()
+
+    def _output_conn(self, index, ret):
+        run = self.run
+        reaction = run.plan.reactions[(index - run.start) % run.P]
+        return reaction.outputs[ret]
+
+    # ------------------------------------------------------------------ a dead lent worker's calls
+    def _unfinished_tasks(self):
+        """Calls a dead lent worker took and never finished, in call order: (link, index, frame, values)."""
+        run = self.run
+        out = []
+        for link in run.links.values():
+            if link.inflight is None or not link.dead:
+                continue
+            done = link.timeline.last_index() if link.timeline is not None else -1
+            for index, frame, values in link.inflight:
+                outputs = run.op_at(index).outputs
+                if index <= done or (outputs and all((cid, index) in run.cache for cid in outputs)):
+                    continue
+                out.append((link, index, frame, values))
+        out.sort(key=lambda call: call[1])
+        return out
+
+    def _rerun(self, calls):
+        """Run again, dynamically, the calls a dead lent worker never finished, under the refs the script
+        holds: Ray retries a task whose worker died (``max_retries``, 3 unless set), so replay does too."""
+        run = self.run
+        ext, rt = run.ext, run.rt
+        for link, index, frame, values in calls:
+            op = run.op_at(index)
+            _, function, options = run.task_of[run.plan.reactions[op.position].target]
+            how = ext.INVOKE_HEADER.unpack_from(frame, 0)[2]
+            payload = memoryview(frame)[ext.INVOKE_HEADER.size:]
+            if how == 1:
+                literals = iter(ext.decode(payload)[0])
+            elif how == 2:
+                literals = iter(serialization.loads_pack(serialization.map_segment(bytes(payload).decode()))[0])
+            else:
+                literals = iter(())
+            # The invocation holds the literals as they were at the call: the snapshot Ray's retry would send.
+            values = [next(literals) if spec is None else value for spec, value in zip(op.specs, values)]
+            args, kwargs = tuple(values[:op.nargs]), dict(zip(op.kwnames, values[op.nargs:]))
+            return_ids = [run.given.get((index, ret)) or ids.new_id() for ret in range(op.nret)]
+            retries = options.get("max_retries")
+            retries = 3 if retries is None else retries
+            if retries == 0:
+                err = exceptions.WorkerCrashedError(
+                    f"The worker died unexpectedly while executing this task ({function._function_name}).")
+                desc = (serialization.INLINE, serialization.serialize(err, is_error=True).pack(), [], True)
+                # (stop() made the script's refs pending; one no longer there is made again)
+                rt.object_table.fill_unready(return_ids, desc)
+                rt.bell.ring()
+                continue
+            again = dict(options, max_retries=retries - 1 if retries > 0 else retries)
+            run.reactor.rt.submit_task(function, args, kwargs, again, return_ids=return_ids)
+
+    # ------------------------------------------------------------------ giving back and cleaning up
+    def give_back_workers(self):
+        run = self.run
+        lent, run.lent = run.lent, []
+        if lent:
+            with run.rt.lock:
+                for w in lent:
+                    run.rt.unpin_task_worker(w)
+
+    def cleanup(self):
+        run = self.run
+        if run.ended is None:
+            run.ended = time.monotonic()
+        if run.fast is None:                  # never started: only files to remove
+            for link in run.links.values():
+                if isinstance(link, Link):
+                    for ring in (link.inbox, link.out):
+                        if ring is not None:
+                            ring.close()
+            if run.gather is not None:
+                run.gather.close()
+            for path in run.paths:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+            return
+        run.reap_arg_files()
+        self._collect_timeline()
+        for link in run.links.values():
+            while link.arg_files:            # a dead worker's never-run invocations
+                run.ext.free_segment(link.arg_files.popleft()[1])
+        for tok in run.cache.values():
+            tok.free()
+        run.cache.clear()
+        run.seed_views = []
+        self._unlink_unread_frames()
+        for link in run.links.values():
+            for ring in (link.inbox, link.out):
+                if ring is not None:
+                    ring.close()
+        run.gather.close()
+        for path in run.paths:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+    def _unlink_unread_frames(self):
+        # Frames nobody read (tokens sent to a reader that had stopped) may name segment links.
+        ext = self.run.ext
+        for path in self.run.ring_paths:
+            try:
+                ring = channel.Ring(path)
+            except OSError:
+                continue
+            for frame in ring.read_all():
+                if frame[0] == ext.TOKEN:
+                    flags = ext.TOKEN_HEADER.unpack_from(frame, 0)[3]
+                    if flags & ext.F_SEGMENT and not flags & ext.F_REFS:
+                        try:
+                            os.unlink(bytes(frame[ext.TOKEN_HEADER.size:]).decode())
+                        except OSError:
+                            pass
+                elif frame[0] == ext.INVOKE and ext.INVOKE_HEADER.unpack_from(frame, 0)[2] == 2:
+                    try:
+                        os.unlink(bytes(frame[ext.INVOKE_HEADER.size:]).decode())
+                    except OSError:
+                        pass
+            ring.close()
+
+    # ------------------------------------------------------------------ the workers' timelines
+    def _collect_timeline(self):
+        if self.timeline is not None:
+            return
+        self.timeline = self.read_timeline()
+        for link in self.run.links.values():
+            if link.timeline is not None:
+                link.timeline.close()
+                link.timeline = None
+
+    def read_timeline(self):
+        """What each worker's timeline log holds now (``summary(live=True)`` reads it while the run goes on)."""
+        out = {}
+        for name, link in self.run.links.items():
+            if link.timeline is not None:
+                try:
+                    out[name] = (link.pid, link.timeline.read())
+                except (ValueError, OSError):
+                    out[name] = (link.pid, [])
+        return out

@@ -112,7 +112,7 @@ class Wiring:
             "const_conns": frozenset(run.const_key), "keep": keep + P, "retain": (run.R + 1) * P,
             "shm_prefix": f"{prefix}-w{link.w.index}", "timeline": link.timeline.path, "spin": run.spin,
             "gather": run.gather.path, "pool_limit": serialization.segment_pool.limit,
-            "dynamic_spin": getattr(run.rt, "_spin", None),
+            "dynamic_spin": run.rt.spin_seconds,
         }
 
     def _rings_of(self, name, link, pair_path):

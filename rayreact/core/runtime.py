@@ -115,7 +115,7 @@ class Runtime(DriverRuntimeBase):
         prefix = os.path.join(self.shm_dir, f"rr-{self.session}")
         self._prefix = prefix
         self.bell = channel.Doorbell(f"{prefix}-driver-bell", True)
-        self._spin = SPIN_SECONDS
+        self.spin_seconds = SPIN_SECONDS     # how long a waiter spins before it sleeps (replay programs copy it)
         channel.set_spin_seconds(SPIN_SECONDS)
         channel.count_awake_on(self.bell, True)
         self.object_table = ObjectTable(

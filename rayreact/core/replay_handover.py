@@ -223,18 +223,7 @@ class Handover:
         if run.ended is None:
             run.ended = time.monotonic()
         if run.fast is None:                  # never started: only files to remove
-            for link in run.links.values():
-                if isinstance(link, Link):
-                    for ring in (link.inbox, link.out):
-                        if ring is not None:
-                            ring.close()
-            if run.gather is not None:
-                run.gather.close()
-            for path in run.paths:
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
+            self._close_rings_and_remove_files()
             return
         run.reap_arg_files()
         self._collect_timeline()
@@ -246,11 +235,17 @@ class Handover:
         run.cache.clear()
         run.seed_views = []
         self._unlink_unread_frames()
+        self._close_rings_and_remove_files()
+
+    def _close_rings_and_remove_files(self):
+        run = self.run
         for link in run.links.values():
-            for ring in (link.inbox, link.out):
-                if ring is not None:
-                    ring.close()
-        run.gather.close()
+            if isinstance(link, Link):        # (a start that failed early may leave placeholders)
+                for ring in (link.inbox, link.out):
+                    if ring is not None:
+                        ring.close()
+        if run.gather is not None:
+            run.gather.close()
         for path in run.paths:
             try:
                 os.unlink(path)

@@ -112,3 +112,14 @@ def test_target_not_met_and_checksum_mismatch_are_reported():
     results = {"workloads": [entry], "reactor_available": True, "machine": {"usable_cores": 2}}
     assert "❌ differ" in report.markdown_table(results)
     assert any("different results" in note for note in report.notes(results))
+
+
+def test_the_fault_script_runs_under_rayreact(tmp_path):
+    # Not a workload of the harness (it kills workers): run by hand, as README's fault figures were.
+    out = tmp_path / "faults.json"
+    proc = subprocess.run([sys.executable, "-m", "rayreact", "run", "benchmarks/scripts/faults.py", "--quick",
+                           "--json", str(out)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    figures = json.loads(out.read_text())
+    assert set(figures) == {"actor", "actor_after_loop", "task"}
+    assert all(f["median_ms"] > 0 for f in figures.values())

@@ -253,7 +253,7 @@ def test_unmodified_ray_script_under_rayreact_run_uses_the_cluster(ray_head, tmp
 
 
 PROTOCOL_DRIVER = IN_RAY_WORKER + '''
-import json, sys
+import json, sys, time
 import rayreact as ray
 
 @ray.remote
@@ -291,10 +291,14 @@ try:
 except Exception as e:   # Ray's TaskCancelledError (or WorkerCrashedError with force), also rayreact's class
     out["cancelled"] = isinstance(e, ray.exceptions.RayError)
 ray.kill(a)
-try:
-    ray.get(a.ping.remote(), timeout=120)
-except ray.exceptions.RayActorError:
-    out["killed"] = True
+# Ray's kill is asynchronous: a call sent just after it may still run; calls fail once it has landed.
+deadline = time.time() + 120
+while time.time() < deadline:
+    try:
+        ray.get(a.ping.remote(), timeout=120)
+    except ray.exceptions.RayActorError:
+        out["killed"] = True
+        break
 out["timeline"] = isinstance(ray.timeline(), list)
 try:
     ray.kill("not an actor")

@@ -56,7 +56,6 @@ then comes back from the worker that made it).
 from __future__ import annotations
 
 import collections
-import contextlib
 import hashlib
 import logging
 import os
@@ -353,8 +352,11 @@ class Reactor(RuntimeFront):
     def get_values(self, object_ids, timeout):
         with self.lock:
             if self._enter():
-                with self._deopt_if_a_worker_died():
+                try:
                     out = self.run.get(object_ids, timeout)
+                except exceptions.RayError:
+                    self._deopt_if_a_worker_died()
+                    raise
                 if out is not DEOPT:
                     return out
             if self.state is RECORDING:
@@ -362,23 +364,22 @@ class Reactor(RuntimeFront):
                 self._recorded("get")
         return self.rt.get_values(object_ids, timeout)
 
-    @contextlib.contextmanager
     def _deopt_if_a_worker_died(self):
-        # A replayed get or wait that raises a worker's death (RayActorError...) ends the run now, so that
+        # A replayed get or wait that raised a worker's death (RayActorError...) ends the run now, so that
         # explain() and the fallbacks say so at once, not only when the script next calls the API.
-        try:
-            yield
-        except exceptions.RayError:
-            run = self.run
-            if run is not None and run.reason is not None:
-                self.deopt(run.reason)
-            raise
+        # (A try around the hot call costs nothing until it raises; a context manager would cost per call.)
+        run = self.run
+        if run is not None and run.reason is not None:
+            self.deopt(run.reason)
 
     def wait_ids(self, object_ids, num_returns, timeout, fetch_local):
         with self.lock:
             if self._enter():
-                with self._deopt_if_a_worker_died():
+                try:
                     out = self.run.wait(object_ids, num_returns, timeout)
+                except exceptions.RayError:
+                    self._deopt_if_a_worker_died()
+                    raise
                 if out is not DEOPT:
                     return out
             if self.state is RECORDING:

@@ -578,10 +578,9 @@ def _raise_open_file_limit():
     """As Ray does at init: the soft open-file limit up to the hard one (a session may run many actors)."""
     try:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if hard == resource.RLIM_INFINITY or hard > 1 << 20:
-            hard = 1 << 20
-        if soft != resource.RLIM_INFINITY and soft < hard:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        wanted = 1 << 20 if hard == resource.RLIM_INFINITY else min(hard, 1 << 20)
+        if soft != resource.RLIM_INFINITY and soft < wanted:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
     except (ValueError, OSError):
         pass
 

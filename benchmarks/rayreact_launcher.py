@@ -22,6 +22,7 @@ def _summarize(explanation):
         "state": explanation.state,
         "replay_runs": len(explanation.runs),
         "periods_replayed": explanation.periods_replayed,
+        "replayed_fraction": explanation.replayed_fraction,
         "period_lengths": [getattr(run.get("plan"), "period", None) for run in explanation.runs],
         "fallbacks": [str(reason) for _, reason, _ in explanation.fallbacks][:10],
         "refusals": {str(reason): count for reason, count in explanation.refusals.items()},

@@ -114,6 +114,8 @@ def reactor_summary(reactor):
     if not reactor.get("enabled"):
         return "off"
     text = f"{reactor['periods_replayed']} periods replayed"
+    if "replayed_fraction" in reactor:
+        text += f" ({100 * reactor['replayed_fraction']:.0f}% of calls)"
     if reactor["periods_replayed"] == 0:
         reasons = list(reactor.get("refusals", {})) + reactor.get("fallbacks", [])
         text = "no replay" + (f" ({reasons[0][:60]})" if reasons else "")

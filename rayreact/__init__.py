@@ -38,7 +38,7 @@ def __getattr__(name):
     # Submodules that are imported on first use keep ``import rayreact`` cheap.
     import importlib
     if name in ("util", "actor", "remote_function", "runtime_context", "core", "compat", "cli", "runtime_env",
-                "job_config", "experimental", "cross_language"):
+                "job_config", "experimental", "cross_language", "ray_constants", "autoscaler"):
         return importlib.import_module(f"rayreact.{name}")
     raise AttributeError(f"module 'rayreact' has no attribute '{name}'")
 

@@ -59,6 +59,9 @@ def _runtime():
     rt = context.current
     if rt is None:
         context.refuse_if_forked()
+        if os.environ.get("RAY_ENABLE_AUTO_CONNECT", "") == "0":
+            # Ray's switch for scripts that must not start a session by accident (read at each call, as Ray).
+            raise exceptions.RaySystemError("Ray has not been started yet. You can start Ray with 'ray.init()'.")
         with _init_lock:
             if context.current is None:
                 init()
@@ -120,6 +123,16 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, object_s
                                                namespace=namespace, runtime_env=runtime_env,
                                                ignore_reinit_error=ignore_reinit_error, **kwargs)
             return _context_info()
+        job_config = kwargs.get("job_config")
+        if job_config is not None:
+            from .job_config import JobConfig
+            if not isinstance(job_config, JobConfig):
+                raise TypeError(f"job_config must be a ray.job_config.JobConfig, not {type(job_config).__name__}")
+            # As in Ray, init's own namespace= and runtime_env= win over the job config's.
+            if namespace is None:
+                namespace = job_config.ray_namespace
+            if runtime_env is None and job_config.runtime_env:
+                runtime_env = job_config.runtime_env
         if runtime_env is not None and not isinstance(runtime_env, dict):
             runtime_env = dict(runtime_env)
         if runtime_env:

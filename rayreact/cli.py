@@ -16,9 +16,13 @@ def _run(argv):
     parser = argparse.ArgumentParser(prog="rayreact run", description=_run.__doc__)
     parser.add_argument("--no-reactor", action="store_true", help="replay off: dynamic runtime only")
     parser.add_argument("--trace", metavar="PATH", help="write a JSON-lines call trace (see rayreact.core.trace)")
+    parser.add_argument("--explain", action="store_true",
+                        help="at exit, print what the reactor replayed (as RAYREACT_EXPLAIN=1 does)")
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     ns = parser.parse_args(argv)
+    if ns.explain:
+        os.environ["RAYREACT_EXPLAIN"] = "1"
     if ns.no_reactor:
         os.environ["RAYREACT_REACTOR"] = "0"
     if ns.trace:

@@ -116,3 +116,29 @@ def test_top_level_strings_are_dunder_names(backend):
     # Ray's top level has no public string constants (only __version__, __commit__, ...).
     public = {name for name, value in vars(backend).items() if isinstance(value, str) and not name.startswith("__")}
     assert public == set()
+
+
+# Values a script reads from ``ray.ray_constants`` (Ray 2.60's).
+RAY_CONSTANTS = {
+    "ID_SIZE": 28, "DEFAULT_PORT": 6379, "DEFAULT_DASHBOARD_PORT": 8265,
+    "DEFAULT_OBJECT_STORE_MEMORY_PROPORTION": 0.3, "DEFAULT_ACTOR_METHOD_NUM_RETURN_VALS": 1,
+    "DEFAULT_MAX_CONCURRENCY_THREADED": 1, "DEFAULT_TASK_MAX_RETRIES": 3, "KV_NAMESPACE_FUNCTION_TABLE": b"fun",
+    "RAY_ADDRESS_ENVIRONMENT_VARIABLE": "RAY_ADDRESS", "RAY_RUNTIME_ENV_ENVIRONMENT_VARIABLE": "RAY_RUNTIME_ENV",
+    "OBJECT_STORE_MINIMUM_MEMORY_BYTES": 75 * 1024 * 1024, "CALL_STACK_LINE_DELIMITER": " | ",
+}
+
+
+def test_ray_constants_values(backend):
+    constants = importlib.import_module(backend.__name__).ray_constants     # as `from ray import ray_constants`
+    assert {name: getattr(constants, name) for name in RAY_CONSTANTS} == RAY_CONSTANTS
+    assert constants.env_integer("RAYREACT_TEST_UNSET_VARIABLE", 7) == 7
+    assert constants.env_bool("RAYREACT_TEST_UNSET_VARIABLE", True) is True
+
+
+def test_job_config_and_autoscaler_sdk_import(backend):
+    job_config = importlib.import_module(f"{backend.__name__}.job_config")
+    config = job_config.JobConfig.from_json({"ray_namespace": "ns", "metadata": {"k": "v"}})
+    assert config.ray_namespace == "ns" and config.metadata == {"k": "v"}
+    sdk = importlib.import_module(f"{backend.__name__}.autoscaler.sdk")
+    assert list(inspect.signature(sdk.request_resources).parameters) == [
+        "num_cpus", "bundles", "bundle_label_selectors"]

@@ -5,7 +5,10 @@ seconds on real Ray.
 """
 
 import collections.abc
+import importlib
 import os
+import subprocess
+import sys
 import re
 import time
 
@@ -135,6 +138,64 @@ def test_namespace(backend_module):
 
     assert ray.get(ray.remote(lookup).remote()) == "team-a"
     ray.shutdown()
+
+
+def test_job_config_sets_namespace_and_runtime_env(backend_module):
+    ray = backend_module
+    job_config = importlib.import_module(f"{ray.__name__}.job_config")
+    name = "RAYREACT_TEST_JOB_CONFIG_VAR"
+    config = job_config.JobConfig(ray_namespace="from-job-config", runtime_env={"env_vars": {name: "job"}})
+    config.set_metadata("owner", "tests")
+    ray.init(num_cpus=2, include_dashboard=False, job_config=config)
+    assert ray.get_runtime_context().namespace == "from-job-config"
+    assert ray.get(ray.remote(lambda: os.environ.get(name)).remote()) == "job"
+    ray.shutdown()
+    # init's own namespace= wins over the job config's
+    ray.init(num_cpus=2, include_dashboard=False, namespace="explicit", job_config=config)
+    assert ray.get_runtime_context().namespace == "explicit"
+    ray.shutdown()
+    with pytest.raises(ValueError):
+        job_config.JobConfig(default_actor_lifetime="forever")
+
+
+def test_request_resources_checks_its_arguments(backend_module):
+    ray = backend_module
+    sdk = importlib.import_module(f"{ray.__name__}.autoscaler.sdk")
+    with pytest.raises(RuntimeError, match="not initialized"):
+        sdk.request_resources(num_cpus=2)
+    ray.init(num_cpus=2, include_dashboard=False)
+    assert sdk.request_resources(num_cpus=2) is None
+    assert sdk.request_resources(bundles=[{"CPU": 1}, {"CPU": 1}]) is None
+    with pytest.raises(TypeError, match="num_cpus should be of type int"):
+        sdk.request_resources(num_cpus=2.5)
+    ray.shutdown()
+
+
+AUTO_CONNECT_OFF = """
+import {backend} as ray
+for call in (lambda: ray.put(1), lambda: ray.remote(lambda: 1).remote()):
+    try:
+        call()
+        print("no error")
+    except ray.exceptions.RaySystemError as exc:
+        print("refused:", exc)
+print("initialized", ray.is_initialized())
+ray.init(num_cpus=1, include_dashboard=False)
+print("after init", ray.get(ray.put(5)))
+ray.shutdown()
+"""
+
+
+def test_auto_connect_off_refuses_calls_before_init(backend_module):
+    # Ray reads the variable when it is imported: set it in a fresh interpreter's environment.
+    env = dict(os.environ, RAY_ENABLE_AUTO_CONNECT="0")
+    done = subprocess.run([sys.executable, "-c", AUTO_CONNECT_OFF.format(backend=backend_module.__name__)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["refused: System error: Ray has not been started yet. You can start Ray with "
+                         "'ray.init()'."] * 2
+    assert lines[2:] == ["initialized False", "after init 5"]
 
 
 def test_default_namespace_is_anonymous(backend_module):

@@ -10,6 +10,8 @@ workers asleep; and that the reactor can be switched off.
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -188,6 +190,77 @@ def test_explain_after_a_replayed_actor_dies(fresh):
     assert reactor.state != "REPLAYING"
     assert f"the worker of actor Pid (pid {pid}) died" in ray.explain(quiet=True).fallbacks[-1][1]
     wait_until(lambda: "handing its values over" not in str(ray.explain(quiet=True)))
+
+
+def test_explain_reports_the_fraction_of_calls_replayed(fresh, capsys):
+    before = ray.explain(quiet=True)
+    chain(150)
+    after = ray.explain(quiet=True)
+    events = after.events - before.events
+    replayed = after.replayed_events - before.replayed_events
+    assert events == 3 + 150 * 3                       # two actors, the first step, then act, step, get a round
+    assert 0.9 * events <= replayed < events           # all but the warm-up replayed
+    assert f"{after.events} driver API events so far, {after.replayed_events} of them replayed (" in str(after)
+
+
+class Server:
+    def __init__(self):
+        self.weights = np.zeros(3)
+
+    def apply(self, *grads):
+        self.weights = self.weights - 0.1 * np.sum(grads, axis=0)
+        return self.weights
+
+
+class Learner:
+    def __init__(self, seed):
+        self.target = np.arange(3.0) + seed
+
+    def gradient(self, weights):
+        return weights - self.target
+
+
+def test_a_loop_without_gets_replays(fresh):
+    """Refs flow from call to call and only the last result is read: no barrier marks the period."""
+    # (a replay starts only once the previous run has handed its values over)
+    wait_until(lambda: "handing its values over" not in str(ray.explain(quiet=True)))
+    server = ray.remote(Server).remote()
+    learners = [ray.remote(Learner).remote(i) for i in range(3)]
+    weights = server.apply.remote(np.zeros(3))
+    before = ray.explain(quiet=True).periods_replayed
+    for _ in range(60):
+        weights = server.apply.remote(*[learner.gradient.remote(weights) for learner in learners])
+    final = ray.get(weights)
+    expected, targets = -0.1 * np.zeros(3), [np.arange(3.0) + i for i in range(3)]
+    for _ in range(60):
+        expected = expected - 0.1 * np.sum([expected - t for t in targets], axis=0)
+    assert np.allclose(final, expected)
+    assert ray.explain(quiet=True).periods_replayed - before >= 40
+
+
+def test_run_explain_prints_the_report(tmp_path):
+    script = tmp_path / "loop.py"
+    script.write_text(
+        "import ray\n"
+        "ray.init(num_cpus=2)\n"
+        "@ray.remote\n"
+        "class Counter:\n"
+        "    def __init__(self):\n"
+        "        self.n = 0\n"
+        "    def add(self, k):\n"
+        "        self.n += k\n"
+        "        return self.n\n"
+        "c = Counter.remote()\n"
+        "print('total', [ray.get(c.add.remote(1)) for _ in range(100)][-1])\n"
+        "ray.shutdown()\n")
+    env = {k: v for k, v in os.environ.items() if k != "RAYREACT_EXPLAIN"}
+    done = subprocess.run([sys.executable, "-m", "rayreact", "run", "--explain", str(script)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "total 100" in done.stdout
+    first = next(line for line in done.stderr.splitlines() if line.startswith("rayreact reactor:"))
+    replayed = int(first.split(" of them replayed")[0].rsplit(" ", 1)[1])
+    assert replayed >= 150, first                      # of 201 events: 100 calls and 100 gets after init
 
 
 def test_reactor_off():

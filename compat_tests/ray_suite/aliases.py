@@ -18,7 +18,6 @@ OVERRIDES = {
     "ray._private.test_utils": f"{SHIMS}.test_utils",
     "ray._common.test_utils": f"{SHIMS}.test_utils",
     "ray._private.ray_constants": f"{SHIMS}.ray_constants",
-    "ray.ray_constants": f"{SHIMS}.ray_constants",
     "ray._private.worker": f"{SHIMS}.worker",
     "ray.cluster_utils": f"{SHIMS}.cluster_utils",
 }

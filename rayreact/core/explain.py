@@ -33,6 +33,15 @@ class Explanation:
         self.refusals = snapshot.get("refusals", {})
         self.plan = self.runs[-1]["plan"] if self.runs else snapshot.get("pending")
         self.periods_replayed = sum(r["periods"] for r in self.runs)
+        self.events = snapshot.get("events", 0)
+        # A run replays the driver's API events from its first up to where it ended (the deviating event,
+        # served dynamically, is not counted).
+        self.replayed_events = sum(r["index"] - r["first"] for r in self.runs)
+
+    @property
+    def replayed_fraction(self):
+        """The fraction of the driver's API events (calls, puts, gets, waits) that ran replayed."""
+        return self.replayed_events / self.events if self.events else 0.0
 
     # -- text ---------------------------------------------------------------------
     def __str__(self):
@@ -41,7 +50,8 @@ class Explanation:
             return f"rayreact reactor: off ({snap.get('why', 'disabled')})"
         lines = [f"rayreact reactor: {self.state}; {len(self.runs)} replay run(s), "
                  f"{self.periods_replayed} periods replayed, {len(self.fallbacks)} fallback(s), "
-                 f"{snap.get('events', 0)} driver API events so far"]
+                 f"{self.events} driver API events so far, {self.replayed_events} of them replayed "
+                 f"({100 * self.replayed_fraction:.0f}%)"]
         if self.plan is not None:
             lines.append("latest plan: " + _readable(self.plan, self.plan.describe()).replace("\n", "\n  "))
         for r in self.runs:

@@ -36,7 +36,8 @@ Algorithm
 Cost: O(n) signatures plus, per candidate P, a walk that usually stops at its
 first comparison; ~30 ms for a period of 1,000 task calls.  Call ``infer``
 after a get or wait while recording (a period then ends at a barrier rather
-than in the middle of a fan-out), with ``window`` bounding long traces.
+than in the middle of a fan-out), or after a stretch of calls with no barrier
+at all (refs passed from call to call), with ``window`` bounding long traces.
 
 What the replay phase needs from the Plan (and from the runtime)
 ----------------------------------------------------------------

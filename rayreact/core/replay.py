@@ -4,7 +4,8 @@
 
              every driver API call (the Reactor is context.current, in front of the Runtime it holds)
                                    │
-     RECORDING ── feed record.Recorder; after a get/wait, now and then run infer.infer
+     RECORDING ── feed record.Recorder; after a get/wait (or BARRIER_FREE calls without one), now and
+         │        then run infer.infer; REPEATS full periods (2 unless RAYREACT_REPEATS says) suffice
          │ a plan without blockers, and the next call sits at plan.switch
          ▼
      REPLAYING ── ReplayRun: guard check + one frame per call on pre-wired rings;
@@ -78,12 +79,15 @@ logger = logging.getLogger("rayreact")
 RECORDING, REPLAYING, DYNAMIC, OFF = "RECORDING", "REPLAYING", "DYNAMIC", "OFF"
 LAST_SNAPSHOT = None                   # the last session's snapshot: explain() still answers after shutdown
 
-REPEATS = int(os.environ.get("RAYREACT_REPEATS", "3"))
+REPEATS = int(os.environ.get("RAYREACT_REPEATS", "2"))   # full periods seen before replay engages
 WINDOW = 4096                          # events infer looks at
 MAX_TRACE = 8192                       # a recording that found nothing this long gives up (for a cool-down)
 COOLDOWN_FIRST = 64                    # dynamic events before recording again, doubled after each refusal
 MAX_REPEATS = 48                       # periods a flapping script must repeat before it is replayed again
 COOLDOWN_MAX = 1 << 16
+# A loop with no get or wait (refs passed from call to call, one get at the end) is inferred after this
+# many events without a barrier: infer prefers to cut a period at a barrier, but needs none.
+BARRIER_FREE = 32
 
 REPLAYED_TASK_OPTIONS = frozenset(("num_returns", "max_retries", "name"))
 
@@ -118,6 +122,7 @@ class Reactor(RuntimeFront):
         self.backoff = COOLDOWN_FIRST
         self.repeats = REPEATS           # full periods a plan needs before replay; grows while runs end early
         self.next_attempt = 0
+        self.last_barrier = 0            # index after the latest get/wait
         self.plans_found = 0
         self.started = time.monotonic()
         self.bell = None
@@ -143,6 +148,7 @@ class Reactor(RuntimeFront):
         self.tasks = {}                  # a plan only names tasks of the trace it came from
         self.pending = None
         self.next_attempt = 8
+        self.last_barrier = self.index
         self.state = RECORDING
 
     def _go_dynamic(self, cooldown):
@@ -252,16 +258,23 @@ class Reactor(RuntimeFront):
         """After an event was recorded: guard-check a pending plan; after gets/waits, try infer."""
         rec = self.recorder
         self.index = rec.next_index
+        if event_kind in ("get", "wait"):
+            self.last_barrier = self.index
         plan = self.pending
         if plan is not None:
             if not plan.guard.check(rec.trace.events[-1]):
                 self.pending = None
-        if event_kind in ("get", "wait") and self.pending is None:
+        if self.pending is None and event_kind in ("get", "wait"):
             self._maybe_infer()
+        elif self.pending is None and rec.next_index - self.last_barrier >= BARRIER_FREE:
+            self._maybe_infer(barrier_free=True)
         elif len(rec.trace.events) > MAX_TRACE:
             self._no_pattern()
 
-    def _maybe_infer(self):
+    def _maybe_infer(self, barrier_free=False):
+        """``barrier_free``: no get or wait for a while.  A period found there is taken only if every value it
+        makes is read by a later call of it (refs flowing from call to call); one whose results the script
+        keeps (a fan-out gathered at the end) would outgrow the plan's buffering, so recording goes on."""
         rec = self.recorder
         n = len(rec.trace.events)
         if n < self.next_attempt:
@@ -272,6 +285,8 @@ class Reactor(RuntimeFront):
         if plan is None:
             if n > MAX_TRACE:
                 self._no_pattern()
+            return
+        if barrier_free and any(c.source == "period" and not c.uses for c in plan.connections):
             return
         self.plans_found += 1
         if not plan.replayable:
@@ -481,7 +496,8 @@ class Reactor(RuntimeFront):
             "fallbacks": list(self.fallbacks),
             "refusals": dict(self.refusals),
             "plans_found": self.plans_found,
-            "events": self.index if run is None else run.idx,
+            # (a run that ended at shutdown never handed its index back)
+            "events": max([self.index] + [r["index"] for r in runs]),
             "pending": self.pending,
         }
 

@@ -45,7 +45,7 @@ def __getattr__(name):
 
 __all__ = [
     "__version__", "get_runtime_context", "available_resources", "cancel", "client", "cluster_resources", "get",
-    "get_actor", "get_gpu_ids", "init", "is_initialized", "java_actor_class", "java_function", "cpp_function",
+    "get_actor", "get_gpu_ids", "init", "is_initialized", "java_actor_class", "java_function",
     "kill", "Language", "method", "nodes", "put", "remote", "shutdown", "timeline", "wait", "SCRIPT_MODE",
     "WORKER_MODE", "LoggingConfig", "actor", "util", "ActorClassID", "ActorID", "NodeID", "JobID", "WorkerID",
     "FunctionID", "ObjectID", "ObjectRef", "ObjectRefGenerator", "DynamicObjectRefGenerator", "TaskID", "UniqueID",

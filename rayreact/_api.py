@@ -171,7 +171,25 @@ def _register_atexit():
         _atexit_registered = True
 
 
+#: How long a clean exit waits for tasks and actor calls still running (``RAYREACT_EXIT_TIMEOUT_S``).
+EXIT_TIMEOUT_S = 10.0
+
+
 def _shutdown_at_exit():
+    # Ray's driver exit lets the work it submitted finish (its workers run what they were given while the
+    # session winds down); here a clean exit waits for it, up to a bound, and says when it gives up.
+    # After an unhandled exception or Ctrl-C the script did not end by choice: stop at once.
+    rt = context.current
+    if rt is not None and rt.is_driver and getattr(sys, "last_value", None) is None:
+        try:
+            timeout = float(os.environ.get("RAYREACT_EXIT_TIMEOUT_S", EXIT_TIMEOUT_S))
+            unfinished = rt.finish_submitted(timeout)
+            if unfinished:
+                print(f"rayreact: {unfinished} results of tasks or actor calls were still unfinished {timeout:g} s "
+                      "after the script ended; stopping them (set RAYREACT_EXIT_TIMEOUT_S to wait longer)",
+                      file=sys.stderr)
+        except BaseException:  # noqa: BLE001 - a second Ctrl-C, or any failure here, still shuts down
+            pass
     try:
         shutdown()
     except Exception:

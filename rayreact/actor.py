@@ -27,6 +27,10 @@ def method(*args, **kwargs):
     return annotate
 
 
+class ActorClassInheritanceException(TypeError):
+    """A class statement named an actor class (``@ray.remote`` result) as a base."""
+
+
 class MethodInfo:
     """What a caller needs to know about one actor method: plain data, shipped with handles."""
 
@@ -76,7 +80,7 @@ def _method_table(cls) -> dict:
         generator = inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
         table[name] = MethodInfo(name, opts.get("num_returns", "streaming" if generator else 1), sig,
                                  inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn), takes_self)
-    for special in ("__ray_ready__", "__ray_terminate__"):
+    for special in ("__ray_ready__", "__ray_call__", "__ray_terminate__"):
         table[special] = MethodInfo(special, 1, None, False, True)
     return table
 
@@ -111,8 +115,12 @@ class ActorClass:
             raise AttributeError(name)
         return getattr(self.__dict__["_cls"], name)
 
+    def __dir__(self):
+        # As Ray's actor class (a subclass of the user's): its own names, the user class's, the actor specials.
+        return sorted(set(super().__dir__()) | set(dir(self._cls)) | set(self._methods))
+
     def __mro_entries__(self, bases):
-        raise TypeError("Inheriting from actor classes is not currently supported. You can instead inherit from "
+        raise ActorClassInheritanceException("Inheriting from actor classes is not currently supported. You can instead inherit from "
                         "a non-actor base class and make the derived class an actor class (with @ray.remote).")
 
     def __call__(self, *args, **kwargs):
@@ -183,6 +191,10 @@ class ActorHandle:
         if methods is None or name not in methods:
             raise AttributeError(f"'ActorHandle' object has no attribute '{name}'")
         return ActorMethod(self, methods[name])
+
+    def __dir__(self):
+        # Tab completion offers the actor's methods (and the specials), as on a Ray handle.
+        return sorted(set(super().__dir__()) | set(self.__dict__.get("_ray_methods") or ()))
 
     def __reduce__(self):
         if self._ray_weak:

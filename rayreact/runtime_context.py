@@ -207,3 +207,9 @@ class RuntimeContext:
     def should_capture_child_tasks_in_placement_group(self):
         pg = self._info().placement_group
         return bool(pg and pg[1])
+
+
+def get_runtime_context() -> RuntimeContext:
+    """``ray.runtime_context.get_runtime_context``: the same as the top-level ``get_runtime_context()``."""
+    from . import _api
+    return _api.get_runtime_context()

@@ -178,6 +178,22 @@ def test_actor_class_cannot_be_instantiated_directly(ray_backend):
         ray_backend.remote(Counter)()
 
 
+def test_dir_of_handle_and_class_lists_the_methods(ray_backend):
+    actor_class = ray_backend.remote(Counter)
+    handle = actor_class.remote(1)
+    names = dir(handle)
+    for expected in ("incr", "value", "pid", "__ray_ready__", "__ray_call__", "__ray_terminate__"):
+        assert expected in names
+    assert {"incr", "value", "pid", "remote", "options"} <= set(dir(actor_class))
+    assert ray_backend.get(handle.value.remote()) == 1
+
+
+def test_ray_call_runs_a_function_on_the_actor_instance(ray_backend):
+    handle = ray_backend.remote(Counter).remote(7)
+    assert ray_backend.get(handle.__ray_call__.remote(lambda self, by: self.incr(by), 3)) == 10
+    assert ray_backend.get(handle.value.remote()) == 10
+
+
 def test_handle_passed_to_task(ray_backend):
     counter = ray_backend.remote(Counter).remote()
 
@@ -564,6 +580,17 @@ def test_name_is_free_again_after_kill(ray_backend):
         pytest.fail("name never freed after kill")
     assert ray_backend.get(ray_backend.get_actor("reusable").value.remote()) == 2
     ray_backend.kill(second)
+
+
+def test_name_is_free_again_once_the_last_handle_is_gone(ray_backend):
+    actor_class = ray_backend.remote(Counter)
+
+    def make_and_use(start):
+        counter = actor_class.options(name="scoped-name").remote(start)
+        return ray_backend.get(counter.incr.remote())
+
+    # A function that creates a named actor can be called twice: its handle went with its frame.
+    assert [make_and_use(1), make_and_use(10)] == [2, 11]
 
 
 # --- kill ---------------------------------------------------------------------------------------------

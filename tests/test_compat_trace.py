@@ -273,6 +273,34 @@ def test_stdout_comparison_ignores_worker_lines_and_lines_ray_runs_disagree_on()
     assert diff.compare_stdout([ray1, "a\n"], "x\n")[0] == "not compared"
 
 
+def test_measurements_in_any_unit_are_masked():
+    lines = diff.stdout_lines("took 0.01 seconds\ntook 2 min\nused 512 MB\n90 calls per second\n"
+                              "4000 env steps/sec\n3.2x faster\n10 items\nreward 21.0\n")
+    assert lines[:6] == ["took <measured> seconds", "took <measured> min", "used <measured> MB",
+                         "<measured> calls per second", "<measured> env steps/sec", "<measured>x faster"]
+    assert lines[6:] == ["10 items", "reward 21.0"]          # results stay compared
+
+
+def test_a_progress_count_that_follows_speed_is_reported_as_such_not_as_divergence():
+    ray_out = "start\nProgress: 20%\nProgress: 40%\nProgress: 60%\nProgress: 80%\nsum 42\n"
+    status, detail = diff.compare_stdout([ray_out, ray_out], "start\nProgress: 50%\nsum 42\n")
+    assert status == "equal"
+    assert any("Progress: <n>%" in line and "follows speed" in line for line in detail)
+    # The result line after it is still compared, and equal counts are compared line by line.
+    assert diff.compare_stdout([ray_out, ray_out], "start\nProgress: 50%\nsum 41\n")[0] == "diverged"
+    two = "start\nepisode 1 reward 10\nepisode 2 reward 12\n"
+    assert diff.compare_stdout([two, two], "start\nepisode 1 reward 10\nepisode 2 reward 13\n")[0] == "diverged"
+
+
+def test_a_stdout_warning_names_the_calls_ray_ordered_differently():
+    ray1 = actor("A#0", [("m", "1", "x"), ("m", "2", "y")])
+    ray2 = actor("A#0", [("m", "2", "y"), ("m", "1", "x")])
+    result = diff.compare_runs([diff.summarize(ray1), diff.summarize(ray2)], diff.summarize(ray1),
+                               ["first x\nlast y\n", "first y\nlast y\n"], "first x\nlast x\n")
+    assert result.stdout_status == "warning"
+    assert "actor A#0" in result.stdout_detail[0] and "wait()" not in result.stdout_detail[0]
+
+
 def test_exit_status_difference_diverges():
     run = [ev("task", "f")]
     result = compare([run], run, ray_exit_codes=[0], candidate_exit_code=1)

@@ -66,6 +66,18 @@ def test_task_error_carries_remote_traceback_text(ray_backend):
     assert "test_errors.py" in text  # a frame of the remote traceback
 
 
+def test_traceback_of_code_pickled_by_value_shows_its_file_line_and_source(ray_backend):
+    def divide_by_zero_here(x):           # defined in the test: shipped by value, not by module name
+        return x / 0
+
+    with pytest.raises(ray_backend.exceptions.RayTaskError) as info:
+        ray_backend.get(ray_backend.remote(divide_by_zero_here).remote(1))
+    text = str(info.value)
+    assert f'File "{__file__}"' in text
+    assert "return x / 0" in text
+    assert "<dynamic-code>" not in text
+
+
 def test_task_error_cause_is_the_user_exception(ray_backend):
     with pytest.raises(ray_backend.exceptions.RayTaskError) as info:
         ray_backend.get(ray_backend.remote(fail_with_custom).remote("why"))

@@ -6,6 +6,8 @@ itself a ``SystemExit``); an exception whose class the driver cannot load arrive
 rejects a list holding a non-ref with ``TypeError``.
 """
 
+import os
+import subprocess
 import sys
 
 import pytest
@@ -132,3 +134,76 @@ def test_a_call_in_flight_when_a_restartable_actor_dies_is_unavailable(ray_backe
     assert isinstance(info.value, ray_backend.exceptions.RayActorError)
     assert "may or may not have been executed" in str(info.value)
     assert ray_backend.get(actor.pid.remote(), timeout=GET_TIMEOUT) != first
+
+
+# --- a clean exit and the work still in flight ---------------------------------------------------------
+
+EXIT_SCRIPT = """
+import os, sys, time
+import rayreact as ray
+
+out = sys.argv[1]
+ray.init(num_cpus=2)
+
+
+@ray.remote
+def write(i, seconds):
+    time.sleep(seconds)                      # the work itself: a task that is still running at exit
+    with open(os.path.join(out, f"task-{{i}}"), "w") as f:
+        f.write("done")
+
+
+@ray.remote
+class Journal:
+    def __init__(self):
+        self.path = os.path.join(out, "journal")
+
+    def add(self, i):
+        with open(self.path, "a") as f:
+            f.write(f"{{i}}\\n")
+
+
+{body}
+"""
+
+
+def _run_exit_script(tmp_path, body, **env):
+    script = tmp_path / "script.py"
+    script.write_text(EXIT_SCRIPT.format(body=body))
+    return subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, **env})
+
+
+def test_tasks_submitted_as_the_last_lines_finish_before_exit(tmp_path):
+    done = _run_exit_script(tmp_path, "refs = [write.remote(i, 0.2) for i in range(6)]")
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.glob("task-*")) == [f"task-{i}" for i in range(6)]
+    assert "RAYREACT_EXIT_TIMEOUT_S" not in done.stderr
+
+
+def test_calls_left_in_flight_by_a_replaying_loop_finish_before_exit(tmp_path):
+    # The loop replays; the script ends inside a period (its get never comes), with calls in flight.
+    body = """journal = Journal.remote()
+for i in range(60):
+    journal.add.remote(i)
+    ray.get(journal.add.remote(-1))
+journal.add.remote(60)
+journal.add.remote(-1)"""
+    done = _run_exit_script(tmp_path, body, RAYREACT_EXPLAIN="1")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "journal").read_text().split() == [str(v) for i in range(61) for v in (i, -1)]
+    assert "ended: the script ended" in done.stderr
+
+
+def test_exit_gives_up_after_the_bound_and_says_so(tmp_path):
+    done = _run_exit_script(tmp_path, "ref = write.remote('slow', 3600)\nquick = write.remote('quick', 0)",
+                            RAYREACT_EXIT_TIMEOUT_S="1")
+    assert done.returncode == 0, done.stderr
+    assert "1 results of tasks or actor calls were still unfinished 1 s after the script ended" in done.stderr
+    assert (tmp_path / "task-quick").exists() and not (tmp_path / "task-slow").exists()
+
+
+def test_exit_after_an_unhandled_exception_does_not_wait(tmp_path):
+    done = _run_exit_script(tmp_path, "ref = write.remote('slow', 3600)\nraise RuntimeError('the script failed')")
+    assert done.returncode == 1
+    assert "the script failed" in done.stderr and "RAYREACT_EXIT_TIMEOUT_S" not in done.stderr

@@ -61,7 +61,7 @@ def test_the_protocol_lists_what_the_facade_needs():
         "on_ref_unpickled", "stream_next", "stream_drop", "kill_actor", "cancel", "named_actor",
         "list_named_actors", "resources", "nodes", "placement_group_call", "get_gpu_ids", "runtime_info",
         "runtime_context", "current_actor_handle", "current_call_cancelled", "request_actor_exit",
-        "timeline_events", "address_info", "shutdown",
+        "timeline_events", "address_info", "finish_submitted", "shutdown",
     }
     assert set(runtime_api.PROTOCOL_METHODS) == expected
     for name in runtime_api.PROTOCOL_METHODS:

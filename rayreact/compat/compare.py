@@ -172,11 +172,11 @@ def report(ns, ray_results, candidates, comparisons, out=sys.stdout):
     ray_time = min(r.wall_s for r in ray_results)
     for r in ray_results + candidates:
         status = "timed out" if r.timed_out else f"exit {r.exit_code}"
-        n_events = len(trace.load(r.trace_path))
+        n_calls = _calls(trace.load(r.trace_path))    # executed calls: wait markers are not counted
         speed = ""
         if r in candidates and not r.timed_out and r.wall_s > 0:
             speed = f"  speedup {ray_time / r.wall_s:.2f}x"
-        say(f"  {r.label:<26} {r.wall_s:8.2f} s  {status:<9} {n_events:6d} events{speed}")
+        say(f"  {r.label:<26} {r.wall_s:8.2f} s  {status:<9} {n_calls:6d} calls{speed}")
 
     broken = [r for r in ray_results if r.timed_out or (r.exit_code != 0 and not trace.load(r.trace_path))]
     if broken:

@@ -235,6 +235,10 @@ class RayDelegate:
             "ray_version": self.ray.__version__,
         }
 
+    def finish_submitted(self, timeout):
+        """Ray's own exit rules apply to work on its cluster."""
+        return 0
+
     def shutdown(self):
         """Leave the cluster (``ray.shutdown``); inside a Ray worker (adopted connection) a no-op."""
         if not self.adopted:

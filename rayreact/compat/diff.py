@@ -342,9 +342,15 @@ def _cut(unit, start, stop):
 _FORWARDED = re.compile(r"^(?:\x1b\[[0-9;]*m)?\((?:[^()]*\bpid=\d+[^()]*|[A-Za-z_][\w.-]*(?:,? ip=[^()]*)?)\)")
 
 
-# Measurements differ between any two runs: a number followed by a time unit ("2.73 s", "40 ms") or
-# by a rate ("752.5 observations/s", "11042 env steps/s") is masked before comparing stdout.
-_MEASUREMENT = re.compile(r"\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?(?=\s*(?:s|ms|us|µs|ns)\b|\s*[A-Za-z ]*/s\b)")
+# Measurements differ between any two runs: a number followed by a unit of time ("2.73 s", "40 ms",
+# "0.01 seconds", "3 min"), of memory ("512 MB", "1.5 GiB"), a rate ("752.5 observations/s", "11042 env
+# steps/sec", "90 calls per second") or a speed-up ("3.2x faster") is masked before comparing stdout.
+_TIME = r"(?:s|secs?|seconds?|ms|msecs?|milliseconds?|us|µs|usecs?|microseconds?|ns|nanoseconds?|mins?|minutes?|h|hrs?|hours?)"
+_MEMORY = r"(?:[KMGT]i?B|[kmgt]b)"
+_RATE = r"[A-Za-z ]*(?:/\s*(?:s|sec|second)|\s+per\s+(?:s|sec|second))"
+_MEASUREMENT = re.compile(r"\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?(?=\s*" + _TIME + r"\b|\s*" + _MEMORY + r"\b|" + _RATE
+                          + r"\b)|\d+\.\d+(?=x\b)")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 
 def stdout_lines(text):
@@ -353,9 +359,55 @@ def stdout_lines(text):
             if not _FORWARDED.match(line)]
 
 
+def _shape(line):
+    return _NUMBER.sub("<n>", line)
+
+
+def _groups(lines):
+    """Consecutive lines of one shape (the same but for their numbers), as (shape, lines) pairs."""
+    out = []
+    for line in lines:
+        shape = _shape(line)
+        if out and out[-1][0] == shape:
+            out[-1][1].append(line)
+        else:
+            out.append((shape, [line]))
+    return out
+
+
+def fold_speed_dependent(outputs):
+    """Where the outputs print the same sequence of line shapes but a run of same-shape lines ("Progress:
+    40%", "Progress: 80%") holds a different number of lines in each, that count follows the speed of the
+    run, not the script's semantics: fold each such run into one marker line.  (The outputs, folded; a
+    note per folded run.)  Runs of equal length are left as they are and compared line by line."""
+    grouped = [_groups(lines) for lines in outputs]
+    if any([s for s, _ in g] != [s for s, _ in grouped[0]] for g in grouped[1:]):
+        return outputs, []
+    folded = [[] for _ in outputs]
+    notes = []
+    for i, (shape, _) in enumerate(grouped[0]):
+        sizes = [len(g[i][1]) for g in grouped]
+        if len(set(sizes)) > 1:
+            for out in folded:
+                out.append(f"<speed-dependent: {shape}>")
+            notes.append(f"{shape!r} printed {', '.join(map(str, sizes[:-1]))} time(s) under Ray and {sizes[-1]} "
+                         "under rayreact: a count that follows speed, not compared line by line")
+        else:
+            for out, g in zip(folded, grouped):
+                out.extend(g[i][1])
+    return folded, notes
+
+
 def compare_stdout(ray_outputs, candidate_output):
     runs = [stdout_lines(t) for t in ray_outputs]
     cand = stdout_lines(candidate_output)
+    *runs, cand = (folded := fold_speed_dependent([*runs, cand]))[0]
+    speed_notes = folded[1]
+    status, detail = _compare_stdout_lines(runs, cand)
+    return status, detail + speed_notes
+
+
+def _compare_stdout_lines(runs, cand):
     if any(len(r) != len(runs[0]) for r in runs[1:]):
         return "not compared", [f"Ray runs printed {[len(r) for r in runs]} lines: stdout is nondeterministic"]
     stable = [i for i in range(len(runs[0])) if all(r[i] == runs[0][i] for r in runs[1:])]
@@ -386,12 +438,15 @@ def compare_runs(ray_runs, candidate, ray_stdouts=None, candidate_stdout=None,
         stdout_status, stdout_detail = compare_stdout(ray_stdouts, candidate_stdout)
     else:
         stdout_status, stdout_detail = "not compared", []
-    if stdout_status == "diverged" and waits_seen and any(v.ray_varied for v in verdicts):
-        # Ray itself ran this wait()-driven script differently from run to run: printed
-        # results may follow timing too, so a stdout difference proves nothing.
+    varied = [v.unit for v in verdicts if v.ray_varied]
+    if stdout_status == "diverged" and varied:
+        # Ray itself ran these calls in a different order from run to run: printed results may follow
+        # that order, so a stdout difference proves nothing.  Name the units, and wait() only if it was used.
+        cause = "wait() with refs pending lets call order follow timing, and " if waits_seen else ""
+        stdout_detail = [f"differs, but {cause}Ray's own runs ordered the calls of "
+                         f"{', '.join(varied[:5])}{' ...' if len(varied) > 5 else ''} differently from each other"
+                         ] + stdout_detail
         stdout_status = "warning"
-        stdout_detail = ["differs, but the script uses wait() and Ray's own runs varied "
-                         "(see the units compared below their strongest projection)"] + stdout_detail
     exit_detail = []
     if (ray_exit_codes and candidate_exit_code is not None and len(set(ray_exit_codes)) == 1
             and candidate_exit_code != ray_exit_codes[0]):

@@ -90,6 +90,9 @@ class ActorTable:
             options = {**options, "_trace_key": creating_actor_key(actor_class._cls.__name__)}
         with rt.lock:
             if name:
+                # A handle the driver just dropped may be the last one of the actor holding this name: Ray frees
+                # the name then, so count the drops before looking.
+                self._table.release_dropped()
                 existing = self.named.get((namespace, name))
                 if existing is not None and self.actors[existing].state != "DEAD":
                     if options.get("get_if_exists"):

@@ -233,6 +233,10 @@ class ObjectTable:
                 e.holds -= 1
                 self._free_if_unused(oid, e)
 
+    def pending_ids(self):
+        """Ids of every object still to be produced (by a task, an actor call, a replay's hand-over)."""
+        return [oid for oid, e in self.entries.items() if e.state == PENDING]
+
     def release_dropped(self):
         """Free what the driver's dropped refs (refcount.released) no longer keep."""
         entries = self.entries

@@ -4,7 +4,8 @@
 
     Runtime ──spawn()──▶ zygote (stdin commands) ──fork──▶ worker
        │                    └── ring Z→D: SPAWNED / DIED (the runtime's pump reads it, calls spawned()/died())
-       └──send()──▶ ring D→W, or ``w.outbox`` while the ring is full (flush_outboxes() when space frees)
+       ├──send()──▶ ring D→W, or ``w.outbox`` while the ring is full (flush_outboxes() when space frees)
+       └── log pipes ◀── the zygote's and every worker's fds 1 and 2 (core.worker_logs prints them)
 
 The runtime's pump reads every worker's ring W→D and the zygote ring through ``poller``, which this
 module keeps set to the live rings.  Nothing here takes decisions about tasks or actors: the task pool
@@ -22,7 +23,7 @@ import signal
 import subprocess
 import sys
 
-from . import channel, leftovers, protocol
+from . import channel, leftovers, protocol, worker_logs
 from .handoff import remove_slot_files
 from .libc import libc
 
@@ -73,6 +74,7 @@ class Processes:
         self._rings = [self.zygote_ring]
         self.poller.set_rings(self._rings)
         self.zygote = None
+        self.log_forwarder = None          # core.worker_logs: worker output to the driver's terminal
 
     # ================================================================== the zygote
     def start_zygote(self, session_lock):
@@ -97,9 +99,14 @@ class Processes:
         # do not each start a thread per core.  Set before the zygote imports numpy (threads are sized at load).
         env.setdefault("OMP_NUM_THREADS", "1")
         env.update(rt.env)
+        out = err = None                   # without forwarding, workers discard their output (core.worker)
+        if rt.log_to_driver:
+            if self.log_forwarder is None:  # one per session: a zygote started again writes to the same pipes
+                self.log_forwarder = worker_logs.LogForwarder()
+            out, err = self.log_forwarder.writers()
         self.zygote = subprocess.Popen(
             [sys.executable, "-m", "rayreact.core.zygote", pickle.dumps(config).hex()],
-            stdin=subprocess.PIPE, env=env, close_fds=True, pass_fds=(session_lock,),
+            stdin=subprocess.PIPE, stdout=out, stderr=err, env=env, close_fds=True, pass_fds=(session_lock,),
             start_new_session=True)     # a kill of the driver's process group leaves the zygote to clean up
         return self.zygote
 
@@ -125,6 +132,8 @@ class Processes:
         except subprocess.TimeoutExpired:
             self.zygote.kill()
             self.zygote.wait()
+        if self.log_forwarder is not None:
+            self.log_forwarder.close()     # drains the last lines, prints what deduplication held back
 
     # ================================================================== workers
     def spawn(self, kind, display_name="Worker", extra_env=None):

@@ -439,6 +439,24 @@ class Reactor(RuntimeFront):
             if run is not None:
                 run.worker_died(w)
 
+    def finish_submitted(self, timeout):
+        """A clean exit: end a live run (its in-flight reactions finish and hand over), then wait for the
+        dynamic runtime's calls.  The run ends by the script's choice, not a deviation: no fallback."""
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            run = self.run
+            if run is not None:
+                self.run = None
+                self.state = OFF
+                self.draining.append(run)
+                self.runs.append(run)
+                run.stop("the script ended")
+            draining = list(self.draining)
+        for run in draining:
+            if run.handover is not None:
+                run.handover.join(max(0.0, deadline - time.monotonic()))
+        return self.rt.finish_submitted(max(0.0, deadline - time.monotonic()))
+
     def shutdown(self):
         with self.lock:
             run = self.run

@@ -525,6 +525,25 @@ class Runtime(DriverRuntimeBase):
             return self.placement_request(verb, payload)
 
     # ================================================================== shutdown
+    def finish_submitted(self, timeout):
+        deadline = time.monotonic() + timeout
+        objects = self.objects
+        while True:
+            with self._lock:
+                pending = self.object_table.pending_ids()
+            if not pending:
+                return 0
+
+            def produced():
+                # A produced value nobody names is freed at once: gone counts as done.
+                return all((e := objects.get(oid)) is None or e.state == READY for oid in pending)
+
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self.wait_until(produced, remaining):
+                with self._lock:
+                    return len(self.object_table.pending_ids())
+            # What finished may have submitted more (a task's own fire-and-forget calls): look again.
+
     def shutdown(self):
         if not self.running:
             return

@@ -178,6 +178,12 @@ class RuntimeAPI(Protocol):
     def address_info(self) -> Dict[str, Any]:
         """What ``init()`` returns (``address_info``): addresses, node id, versions."""
 
+    def finish_submitted(self, timeout: float) -> int:
+        """Wait up to ``timeout`` seconds for every task and actor call submitted so far (and what they
+        submit in turn) to finish, as a driver's clean exit does before ``shutdown``; the number still
+        unfinished.  Runtimes with nothing in flight at exit (a worker, local mode) return 0 at once; the
+        delegate leaves it to Ray (0)."""
+
     def shutdown(self) -> None:
         """End the session: stop its workers, free its memory.  Where this process does not own the
         session (``is_driver`` False: a worker, an adopted real-Ray connection) a documented no-op."""
@@ -364,6 +370,9 @@ class RuntimeFront:
 
     def address_info(self):
         return self.behind.address_info()
+
+    def finish_submitted(self, timeout):
+        return self.behind.finish_submitted(timeout)
 
     def shutdown(self):
         return self.behind.shutdown()

@@ -24,6 +24,7 @@ import pickle
 import struct
 import sys
 import threading
+import types
 from collections import ChainMap
 
 import cloudpickle
@@ -221,10 +222,25 @@ def _simplicity(value):
     return _classify(value, _SIMPLE_TYPES, 3)
 
 
-class _Pickler(cloudpickle.Pickler):
-    """cloudpickle, with plain CPU torch tensors out of band (``tensor_pickle``) once torch is imported."""
+def _reduce_code_keeping_its_file(code):
+    """cloudpickle's reduction of a code object, with the real file name: cloudpickle (3.1.3) writes
+    ``<dynamic-code>`` there, so a worker's traceback and warnings could not show the user's file,
+    line and source (Ray's vendored copy keeps the name)."""
+    rebuild, args = _cloudpickle_code_reduce(code)
+    at = args.index("<dynamic-code>") if "<dynamic-code>" in args else -1
+    if at < 0:
+        return rebuild, args
+    return rebuild, args[:at] + (code.co_filename,) + args[at + 1:]
 
-    dispatch_table = ChainMap({}, cloudpickle.Pickler.dispatch_table)
+
+_cloudpickle_code_reduce = cloudpickle.Pickler.dispatch_table[types.CodeType]
+
+
+class _Pickler(cloudpickle.Pickler):
+    """cloudpickle, keeping code objects' file names, with plain CPU torch tensors out of band
+    (``tensor_pickle``) once torch is imported."""
+
+    dispatch_table = ChainMap({types.CodeType: _reduce_code_keeping_its_file}, cloudpickle.Pickler.dispatch_table)
     _with_torch = False
 
     @classmethod
@@ -329,7 +345,9 @@ def loads_pack(buf: memoryview):
 def dumps_code(obj) -> bytes:
     """Functions and classes are shipped once per worker, pickled by value where needed."""
     try:
-        return cloudpickle.dumps(obj, protocol=5)
+        out = io.BytesIO()
+        _Pickler(out, protocol=5).dump(obj)
+        return out.getvalue()
     except Exception as exc:
         raise SerializationError(f"Could not serialize {getattr(obj, '__qualname__', obj)!r}: "
                                  f"{type(exc).__name__}: {exc}") from exc

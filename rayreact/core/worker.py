@@ -21,6 +21,7 @@ import collections
 import concurrent.futures
 import contextvars
 import os
+import select
 import signal
 import sys
 import threading
@@ -74,21 +75,35 @@ class _LinePrefixer:
             self._partial = lines.pop()
             if lines:
                 prefix = f"({self._worker.display_name} pid={os.getpid()}) "
-                out = "".join(prefix + line + "\n" for line in lines)
-                try:
-                    os.write(self._fd, out.encode("utf-8", "replace"))
-                except OSError:
-                    pass
+                self._write_lines([prefix + line + "\n" for line in lines])
         return len(text)
+
+    def _write_lines(self, lines):
+        # The driver reads fds 1 and 2 of every worker from one pipe each (core.worker_logs): writes of at
+        # most PIPE_BUF bytes are atomic there, so batch whole lines up to that size.
+        batch, size = [], 0
+        for line in lines:
+            data = line.encode("utf-8", "replace")
+            if batch and size + len(data) > select.PIPE_BUF:
+                self._write(b"".join(batch))
+                batch, size = [], 0
+            batch.append(data)
+            size += len(data)
+        if batch:
+            self._write(b"".join(batch))
+
+    def _write(self, data):
+        try:
+            while data:
+                data = data[os.write(self._fd, data):]
+        except OSError:
+            pass
 
     def flush(self):
         with self._lock:
             if self._partial:
                 prefix = f"({self._worker.display_name} pid={os.getpid()}) "
-                try:
-                    os.write(self._fd, (prefix + self._partial + "\n").encode("utf-8", "replace"))
-                except OSError:
-                    pass
+                self._write_lines([prefix + self._partial + "\n"])
                 self._partial = ""
 
     def isatty(self):
@@ -279,6 +294,10 @@ class _DriverApi(context.RuntimeHooks):
     def timeline_events(self):
         """The timeline is the driver's (its reactor's runs): a worker has no events of its own."""
         return []
+
+    def finish_submitted(self, timeout):
+        """Nothing to wait for here: what this process submitted is the driver's to finish."""
+        return 0
 
     def shutdown(self):
         """A documented no-op: the session belongs to the driver, and ``ray.shutdown()`` in a task or actor
@@ -707,6 +726,9 @@ class Worker(_DriverApi):
     def _call_target(self, method_name):
         if method_name == "__ray_ready__":
             return lambda: True
+        if method_name == "__ray_call__":          # handle.__ray_call__.remote(fn, *args): fn(the actor, *args)
+            instance = self.actor_instance
+            return lambda fn, *args, **kwargs: fn(instance, *args, **kwargs)
         if method_name == "__ray_terminate__":
             def terminate():
                 self.exit_requested = True

@@ -10,6 +10,8 @@ NVIDIA_TESLA_K80 = 'K80'
 NVIDIA_TESLA_A10G = 'A10G'
 NVIDIA_L4 = 'L4'
 NVIDIA_A100 = 'A100'
+NVIDIA_A100_40G = 'A100-40G'   # sizes: labels a node carries only where added by hand
+NVIDIA_A100_80G = 'A100-80G'
 NVIDIA_H100 = 'H100'
 INTEL_MAX_1550 = 'Intel-GPU-Max-1550'
 INTEL_MAX_1100 = 'Intel-GPU-Max-1100'
@@ -55,6 +57,8 @@ __all__ = [
     "NVIDIA_TESLA_A10G",
     "NVIDIA_L4",
     "NVIDIA_A100",
+    "NVIDIA_A100_40G",
+    "NVIDIA_A100_80G",
     "NVIDIA_H100",
     "INTEL_MAX_1550",
     "INTEL_MAX_1100",

@@ -315,3 +315,40 @@ def test_the_protocol_through_the_facade_on_ray(ray_head, tmp_path):
     assert result == {"init_address": True, "named": ["pong", True], "missing_actor": "ValueError",
                       "actor_ctx": [True, True], "driver_ctx": ["ray", True], "nodes": [True], "gpus": [],
                       "cancelled": True, "killed": True, "timeline": True, "kill_checks": True, "shut": True}
+
+
+COMPARED_DRIVER = '''
+import sys
+import ray
+
+@ray.remote
+def square(x):
+    return x * x
+
+@ray.remote
+class Total:
+    def __init__(self):
+        self.sum = 0
+    def add(self, x):
+        self.sum += x
+        return self.sum
+
+ray.init(address=sys.argv[1])
+total = Total.remote()
+print("sum", ray.get([total.add.remote(v) for v in ray.get([square.remote(i) for i in range(6)])])[-1])
+'''
+
+
+def test_compare_traces_a_run_handed_to_the_cluster(ray_head, tmp_path):
+    script = tmp_path / "driver.py"
+    script.write_text(COMPARED_DRIVER)
+    summary = tmp_path / "summary.json"
+    done = subprocess.run([sys.executable, "-m", "rayreact", "compare", "--ray-runs", "1", "--json", str(summary),
+                           str(script), ray_head], env=_cluster_env(), cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    data = json.loads(summary.read_text())
+    # 6 tasks, the actor's creation and its 6 calls, under Ray and under rayreact's delegate alike.
+    assert [r["events"] for r in data["ray"]] == [13]
+    assert [c["events"] for c in data["candidates"]] == [13]
+    assert "EQUAL" in done.stdout

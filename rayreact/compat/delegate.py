@@ -38,9 +38,12 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import platform
 import sys
 import threading
+
+from ..core import trace
 
 _lock = threading.RLock()
 _connection = None  # the RayDelegate of this process, while connected
@@ -282,6 +285,11 @@ def connect(address=None, **init_kwargs) -> RayDelegate:
             else:
                 raise ValueError(f"Cannot connect to a Ray cluster at {address!r}: expected 'auto', "
                                  "'ray://host:port' or 'host:port'.")
+        trace_path = os.environ.get(trace.ENV_VAR)
+        if trace_path and not adopted:
+            # A traced run (``rayreact compare``) handed to Ray: record it as a Ray run is recorded.
+            from . import ray_tracer
+            ray_tracer.install(ray, trace_path)
         _connection = RayDelegate(ray, adopted)
         return _connection
 
@@ -332,7 +340,8 @@ def to_ray(obj):
         return twin
     ray = _connection.ray if _connection is not None else _real_ray()
     target, options = _target_of(obj), _options_of(obj)
-    twin = ray.remote(**options)(target) if options else ray.remote(target)
+    from . import ray_tracer
+    twin = ray_tracer.remote_on_behalf_of(ray, target, options, getattr(target, "__module__", None))
     try:
         obj._ray_twin = twin
     except AttributeError:

@@ -74,9 +74,23 @@ def install(ray_module, trace_path):
 
     setattr(remote, _MARK, True)
     setattr(wait, _MARK, True)
+    remote._real_remote = real_remote
+    remote._trace_path = trace_path
     ray_module.remote = remote
     ray_module.wait = wait
     ray_module.kill = kill
+
+
+def remote_on_behalf_of(ray_module, obj, options, module):
+    """``ray_module.remote(**options)(obj)`` for an object that ``module`` defined, traced as that module's
+    code would be where :func:`install` traced ``ray_module`` (rayreact's delegate makes the Ray twins of a
+    user's functions and classes: the caller is rayreact, the code is the user's)."""
+    remote = ray_module.remote
+    real_remote = getattr(remote, "_real_remote", None)
+    if real_remote is None:
+        return remote(**options)(obj) if options else remote(obj)
+    real_decorator = real_remote(**options) if options else None
+    return _decorate(real_remote, obj, options, module, remote._trace_path, ray_module.__name__, real_decorator)
 
 
 def _ensure_installed(backend, trace_path):

@@ -1,7 +1,13 @@
 """Build the Cython extensions of rayreact.core; a compiler is required (see rayreact.core.IMPLEMENTATION)."""
-import numpy
-from Cython.Build import cythonize
-from setuptools import Extension, setup
+import sys
+
+if not sys.platform.startswith("linux"):
+    # The runtime is built on Linux itself: futex doorbells, userfaultfd, /proc, PR_SET_PDEATHSIG.
+    sys.exit(f"rayreact runs on Linux only (this is {sys.platform}); on other systems use Ray itself.")
+
+import numpy  # noqa: E402
+from Cython.Build import cythonize  # noqa: E402
+from setuptools import Extension, setup  # noqa: E402
 
 extensions = [
     Extension("rayreact.core.channel", ["rayreact/core/channel.pyx"], include_dirs=["rayreact/core"],

@@ -101,7 +101,8 @@ class ActorClass:
             self._init_signature = None
         if cls.__init__ is object.__init__:
             self._init_signature = inspect.Signature()
-        self._code_id = None
+        self._code_id = None          # as RemoteFunction's
+        self._code_pickle = None
         self._ray_twin = None
         self.__name__ = cls.__name__
         self.__qualname__ = cls.__qualname__

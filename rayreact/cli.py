@@ -37,14 +37,32 @@ _run.__doc__ = "Run an unmodified Ray script on rayreact."
 
 
 def _compare(argv):
+    import importlib.util
+    if importlib.util.find_spec("ray") is None:
+        print("rayreact compare runs the script under real Ray as well, and Ray is not installed here: "
+              "pip install 'rayreact[compare]'", file=sys.stderr)
+        return 2
     from .compat import compare
     return compare.main(argv)
 
 
+BENCH_HELP = """rayreact bench runs the benchmarks of a rayreact source checkout (its benchmarks/ folder,
+which an installed package does not carry), from the checkout's root:
+
+    git clone <rayreact's repository> && cd rayreact
+    pip install '.[bench]'          # real Ray, gymnasium and ALE: the peers and workloads
+    rayreact bench --quick
+
+Looked for benchmarks/runner.py in {here}."""
+
+
 def _bench(argv):
     import runpy
-    sys.argv = ["benchmarks", *argv]
     here = os.getcwd()
+    if not os.path.isfile(os.path.join(here, "benchmarks", "runner.py")):
+        print(BENCH_HELP.format(here=here), file=sys.stderr)
+        return 2
+    sys.argv = ["benchmarks", *argv]
     if here not in sys.path:
         sys.path.insert(0, here)
     try:

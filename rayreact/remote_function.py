@@ -23,7 +23,8 @@ class RemoteFunction:
         generator = inspect.isgeneratorfunction(function) or inspect.isasyncgenfunction(function)
         self._default_num_returns = "streaming" if generator else 1
         self._function_name = f"{function.__module__}.{function.__qualname__}"
-        self._code_id = None          # assigned by the runtime the first time it ships the code
+        self._code_id = None          # the runtime's id of its pickled code, once first shipped (core.submission)
+        self._code_pickle = None
         self._ray_twin = None         # real-Ray delegate, built on demand
         functools.update_wrapper(self, function, updated=())
 

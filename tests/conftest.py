@@ -13,6 +13,7 @@ shared-memory segment behind.
 import asyncio
 import glob
 import importlib
+import inspect
 import os
 import re
 import subprocess
@@ -36,8 +37,18 @@ def _import_backend(name):
     return importlib.import_module(name)
 
 
-def backend_fixture(per_backend=None, **init_kwargs):
+REPLAY = "rayreact-replay"
+REPLAY_REPETITIONS = 6
+_replayed_in_module = {}           # module name -> tests whose scenario ran (partly) replayed
+_replay_summary = []               # (module, scenarios replayed, tests run, periods replayed), for the report
+
+
+def backend_fixture(per_backend=None, replay=False, **init_kwargs):
     """A module-scoped, backend-parametrized fixture that calls ``init(**init_kwargs)``.
+
+    ``replay=True`` adds the third backend, ``rayreact-replay``: rayreact with the reactor on, where each
+    test whose only fixture is the backend repeats its scenario, assertions and all, until a repetition
+    ran replayed (at most ``REPLAY_REPETITIONS``); the module fails at its end unless some test did.
 
     A test module that needs a differently configured session (GPUs, custom
     resources) assigns the result to the name ``ray_backend``; pytest's fixture
@@ -48,17 +59,53 @@ def backend_fixture(per_backend=None, **init_kwargs):
     kwargs = dict(num_cpus=2, include_dashboard=False, log_to_driver=True)
     kwargs.update(init_kwargs)
 
-    @pytest.fixture(scope="module", params=BACKENDS)
+    @pytest.fixture(scope="module", params=BACKENDS + ([REPLAY] if replay else []))
     def _backend(request):
-        ray = _import_backend(request.param)
+        name = request.param
+        ray = _import_backend("rayreact" if name == REPLAY else name)
         if ray.is_initialized():
             ray.shutdown()
-        ray.init(**kwargs, **(per_backend or {}).get(request.param, {}))
+        ray.init(**kwargs, **(per_backend or {}).get(name, {}), **({"_reactor": True} if name == REPLAY else {}))
         record_our_sessions()
         yield ray
+        if name == REPLAY:
+            replayed = _replayed_in_module.pop(request.module.__name__, [])
+            explained = ray.explain(quiet=True)
+            report = str(explained)
+            tests = sum(1 for item in request.session.items
+                        if item.module is request.module and getattr(item, "callspec", None) is not None
+                        and item.callspec.params.get("ray_backend") == REPLAY)
+            _replay_summary.append((request.module.__name__, len(replayed), tests, explained.periods_replayed))
+            ray.shutdown()
+            assert replayed, f"no scenario of {request.module.__name__} ran replayed:\n{report}"
+            return
         ray.shutdown()
 
     return _backend
+
+
+def pytest_pyfunc_call(pyfuncitem):
+    """On the rayreact-replay backend, run a scenario again and again until a repetition ran replayed."""
+    callspec = getattr(pyfuncitem, "callspec", None)
+    if callspec is None or callspec.params.get("ray_backend") != REPLAY:
+        return None
+    arguments = list(inspect.signature(pyfuncitem.obj).parameters)
+    if not set(arguments) <= {"ray_backend"} | set(callspec.params):
+        return None                  # other fixtures (signals, gates, files) are made for one run: run once
+    import rayreact
+    from rayreact.core import context
+
+    context.current.reset()          # record this scenario afresh, not the tail of the previous test
+    funcargs = {name: pyfuncitem.funcargs[name] for name in arguments}
+    before = rayreact.explain(quiet=True).replayed_events
+    for _ in range(REPLAY_REPETITIONS):
+        pyfuncitem.obj(**funcargs)
+        after = rayreact.explain(quiet=True).replayed_events
+        if after > before:
+            _replayed_in_module.setdefault(pyfuncitem.module.__name__, []).append(pyfuncitem.name)
+            break
+        before = after
+    return True
 
 
 ray_backend = backend_fixture()
@@ -292,3 +339,39 @@ def no_leaks_after_suite():
         time.sleep(0.2)
     assert rayreact_processes() == [], "rayreact left worker processes behind"
     assert rayreact_segments() == [], "rayreact left shared-memory segments behind"
+
+
+# --- markers: the fast loop is `-m "not ray and not slow"` (README) ------------------------------------------
+# ``ray``: the test starts real Ray (a backend parameter named "ray", or a module that runs scripts under
+# Ray); ``slow``: end-to-end runs of whole scripts (compare, examples, benchmarks, a Ray cluster).
+_RAY_MODULES = {"test_compat", "test_compat_multinode", "test_examples", "test_reactor_examples", "test_benchmarks",
+                "test_surface_parity"}
+_SLOW_MODULES = {"test_compat", "test_compat_multinode", "test_examples", "test_reactor_examples",
+                 "test_benchmarks"}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "ray: starts real Ray (the oracle); deselect with -m 'not ray'")
+    config.addinivalue_line("markers", "slow: runs whole scripts end to end; deselect with -m 'not slow'")
+
+
+def _runs_real_ray(item):
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and any(isinstance(v, str) and v == "ray" for v in callspec.params.values()):
+        return True
+    return item.module.__name__.rpartition(".")[2] in _RAY_MODULES
+
+
+@pytest.hookimpl(tryfirst=True)       # before -m deselects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _runs_real_ray(item):
+            item.add_marker(pytest.mark.ray)
+        if item.module.__name__.rpartition(".")[2] in _SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
+
+def pytest_terminal_summary(terminalreporter):
+    for module, replayed, tests, periods in _replay_summary:
+        terminalreporter.write_line(f"rayreact-replay: {module}: {replayed} of {tests} scenarios ran replayed "
+                                    f"({periods} periods replayed)")

@@ -9,7 +9,9 @@ import os
 import threading
 
 import pytest
-from conftest import wait_until_calls_fail
+from conftest import backend_fixture, wait_until_calls_fail
+
+ray_backend = backend_fixture(replay=True)
 
 
 class Counter:

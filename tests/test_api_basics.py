@@ -10,7 +10,9 @@ import time
 
 import pytest
 
-from conftest import wait_for_file, wait_until
+from conftest import backend_fixture, wait_for_file, wait_until
+
+ray_backend = backend_fixture(replay=True)
 
 
 def add(a, b=10):

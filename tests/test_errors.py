@@ -8,6 +8,9 @@ exception as ``.cause``; dependants of a failed task fail with the same class.
 import threading
 
 import pytest
+from conftest import backend_fixture
+
+ray_backend = backend_fixture(replay=True)
 
 
 class CustomError(Exception):

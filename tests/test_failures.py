@@ -12,7 +12,9 @@ import signal as signals
 import time
 
 import pytest
-from conftest import wait_until, wait_until_calls_fail
+from conftest import backend_fixture, wait_until, wait_until_calls_fail
+
+ray_backend = backend_fixture(replay=True)
 
 GET_TIMEOUT = 120
 

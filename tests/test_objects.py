@@ -11,6 +11,9 @@ import pickle
 import cloudpickle
 import numpy as np
 import pytest
+from conftest import backend_fixture
+
+ray_backend = backend_fixture(replay=True)
 
 BIG = 1_000_000  # elements; 8 MB of float64, well past any inline-object threshold
 

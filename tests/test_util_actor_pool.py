@@ -8,6 +8,9 @@ held by a ``Signal`` actor, never by sleeping.
 import os
 
 import pytest
+from conftest import backend_fixture
+
+ray_backend = backend_fixture(replay=True)
 
 
 class Worker:

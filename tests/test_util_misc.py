@@ -9,7 +9,9 @@ import threading
 
 import pytest
 
-from conftest import submodule
+from conftest import backend_fixture, submodule
+
+ray_backend = backend_fixture(replay=True)
 
 # ray.util.__all__ also lists "collective" (NCCL/Gloo groups, outside rayreact's scope) and "iter"
 # (the deprecated ParallelIterator).

@@ -8,7 +8,9 @@ deadline.
 
 import pytest
 
-from conftest import submodule, wait_until
+from conftest import backend_fixture, submodule, wait_until
+
+ray_backend = backend_fixture(replay=True)
 
 
 @pytest.fixture

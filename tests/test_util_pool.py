@@ -13,7 +13,9 @@ import os
 
 import pytest
 
-from conftest import submodule
+from conftest import backend_fixture, submodule
+
+ray_backend = backend_fixture(replay=True)
 
 
 def square(x):

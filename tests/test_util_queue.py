@@ -11,7 +11,9 @@ import asyncio
 
 import pytest
 
-from conftest import submodule, wait_until_calls_fail
+from conftest import backend_fixture, submodule, wait_until_calls_fail
+
+ray_backend = backend_fixture(replay=True)
 
 
 @pytest.fixture

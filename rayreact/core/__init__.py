@@ -4,6 +4,12 @@
 compiled extension is required (CI fails without it) and there is no silent fallback.
 """
 
+import sys as _sys
+
+if not _sys.platform.startswith("linux"):
+    # Futex doorbells, userfaultfd, /proc and parent-death signals: the runtime is Linux's.
+    raise ImportError(f"rayreact runs on Linux only (this is {_sys.platform}); on other systems use Ray itself")
+
 
 def __getattr__(name):
     if name == "IMPLEMENTATION":

@@ -107,11 +107,11 @@ class ActorTable:
             with rt.lock:
                 self._node.check_pg_request(pg, res or {"CPU": 1.0}, actor_class._cls.__qualname__)
         args_desc, direct = submission.pack_args(args, kwargs, rt.session)
-        code_id = submission.code_id_of(actor_class)
+        code_id, code = submission.code_of(actor_class)
         actor_id = ids.actor_id()
         with rt.lock:
             if code_id not in self._code:
-                self._code[code_id] = serialization.dumps_code(actor_class._cls)
+                self._code[code_id] = code
             err = self.create_locked(actor_id, code_id, actor_class._cls.__name__, actor_class._methods,
                                      actor_class._is_async, args_desc, direct, options, namespace)
             if err is not None:

@@ -468,7 +468,7 @@ class Runtime(DriverRuntimeBase):
         whose worker died runs again under the refs the script holds)."""
         num_returns = submission._num_returns(options, remote_function._default_num_returns)
         args_desc, direct = submission.pack_args(args, kwargs, self.session)
-        code_id = submission.code_id_of(remote_function)
+        code_id, code = submission.code_of(remote_function)
         pg = self.node.pg_of(options)
         if pg is not None:
             with self._lock:
@@ -479,7 +479,7 @@ class Runtime(DriverRuntimeBase):
         refs = [ObjectRef(oid) for oid in return_ids]
         with self._lock:
             if code_id not in self.code:
-                self.code[code_id] = serialization.dumps_code(remote_function._function)
+                self.code[code_id] = code
             self._submit_task(None, code_id, remote_function._function_name, args_desc, direct,
                               return_ids, num_returns, options, pg)
         return submission._returns(refs, num_returns)

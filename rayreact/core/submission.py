@@ -7,6 +7,7 @@ nested in containers stay refs.  The packed arguments are one serialized value.
 
 from __future__ import annotations
 
+import hashlib
 
 from .. import exceptions
 from .refs import ObjectRef
@@ -86,10 +87,24 @@ def item_id(stream_id: bytes, index: int) -> bytes:
     return stream_id[:24] + (index + 1).to_bytes(4, "little")
 
 
+def code_of(obj):
+    """(code id, pickled code) of a RemoteFunction or ActorClass, pickled on first use and kept on it.
+
+    The id is a digest of the pickle: the same function made remote twice (``ray.remote(f)`` inside a loop
+    or a test) is one piece of code, as in Ray, which exports functions by the hash of their pickle.  Its
+    workers define it once, and the reactor sees one call site where a script repeats itself."""
+    code_id = obj._code_id
+    if code_id is None:
+        own = vars(obj)              # (an ActorClass forwards unknown attributes to the user's class)
+        code = serialization.dumps_code(own["_function"] if "_function" in own else own["_cls"])
+        code_id = hashlib.blake2b(code, digest_size=16).digest()
+        obj._code_pickle = code
+        obj._code_id = code_id
+    return code_id, obj._code_pickle
+
+
 def code_id_of(obj) -> bytes:
-    if obj._code_id is None:
-        obj._code_id = ids.new_id(16)
-    return obj._code_id
+    return obj._code_id if obj._code_id is not None else code_of(obj)[0]
 
 
 def captured_options(worker, options):
@@ -118,13 +133,12 @@ _code_sent = set()     # code ids this worker process has sent the driver (which
 
 
 def _code_once(code_id, obj):
-    """The pickled code the first time this process submits ``code_id``, None after: the driver has it (a
-    worker's messages arrive in order).  Pickling a function again per nested call cost ~30 us."""
+    """The pickled code of ``obj`` (a RemoteFunction or ActorClass) the first time this process submits
+    ``code_id``, None after: the driver has it (a worker's messages arrive in order)."""
     if code_id in _code_sent:
         return None
-    code = serialization.dumps_code(obj)
     _code_sent.add(code_id)
-    return code
+    return code_of(obj)[1]
 
 
 def submit_task_from_worker(worker, remote_function, args, kwargs, options):
@@ -132,7 +146,7 @@ def submit_task_from_worker(worker, remote_function, args, kwargs, options):
     num_returns = _num_returns(options, remote_function._default_num_returns)
     args_desc, direct = pack_args(args, kwargs, worker.session)
     code_id = code_id_of(remote_function)
-    code = _code_once(code_id, remote_function._function)
+    code = _code_once(code_id, remote_function)
     return_ids = [ids.new_id() for _ in range(return_count(num_returns))]
     worker._post(protocol.V_SUBMIT_TASK, (code_id, code, remote_function._function_name, args_desc, direct,
                                           return_ids, num_returns, dict(options)))
@@ -153,7 +167,7 @@ def create_actor_from_worker(worker, actor_class, args, kwargs, options):
             return handles.new_handle(*found, weak=True)
     args_desc, direct = pack_args(args, kwargs, worker.session)
     code_id = code_id_of(actor_class)
-    code = _code_once(code_id, actor_class._cls)
+    code = _code_once(code_id, actor_class)
     actor_id = ids.actor_id()
     reply = worker._request(protocol.V_CREATE_ACTOR, (actor_id, code_id, code, actor_class._cls.__name__,
                                                       actor_class._methods, actor_class._is_async, args_desc,

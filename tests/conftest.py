@@ -43,12 +43,14 @@ _replayed_in_module = {}           # module name -> tests whose scenario ran (pa
 _replay_summary = []               # (module, scenarios replayed, tests run, periods replayed), for the report
 
 
-def backend_fixture(per_backend=None, replay=False, **init_kwargs):
+def backend_fixture(per_backend=None, replay=False, must_replay=True, **init_kwargs):
     """A module-scoped, backend-parametrized fixture that calls ``init(**init_kwargs)``.
 
     ``replay=True`` adds the third backend, ``rayreact-replay``: rayreact with the reactor on, where each
     test whose only fixture is the backend repeats its scenario, assertions and all, until a repetition
-    ran replayed (at most ``REPLAY_REPETITIONS``); the module fails at its end unless some test did.
+    ran replayed (at most ``REPLAY_REPETITIONS``); the module fails at its end unless some test did
+    (``must_replay=False`` for a module whose scenarios the reactor declines by design: its module says why).
+    A test marked ``run_once`` (it observes one-time process state, such as ``log_once``) runs once.
 
     A test module that needs a differently configured session (GPUs, custom
     resources) assigns the result to the name ``ray_backend``; pytest's fixture
@@ -77,7 +79,7 @@ def backend_fixture(per_backend=None, replay=False, **init_kwargs):
                         and item.callspec.params.get("ray_backend") == REPLAY)
             _replay_summary.append((request.module.__name__, len(replayed), tests, explained.periods_replayed))
             ray.shutdown()
-            assert replayed, f"no scenario of {request.module.__name__} ran replayed:\n{report}"
+            assert replayed or not must_replay, f"no scenario of {request.module.__name__} ran replayed:\n{report}"
             return
         ray.shutdown()
 
@@ -90,7 +92,7 @@ def pytest_pyfunc_call(pyfuncitem):
     if callspec is None or callspec.params.get("ray_backend") != REPLAY:
         return None
     arguments = list(inspect.signature(pyfuncitem.obj).parameters)
-    if not set(arguments) <= {"ray_backend"} | set(callspec.params):
+    if not set(arguments) <= {"ray_backend"} | set(callspec.params) or pyfuncitem.get_closest_marker("run_once"):
         return None                  # other fixtures (signals, gates, files) are made for one run: run once
     import rayreact
     from rayreact.core import context
@@ -353,6 +355,7 @@ _SLOW_MODULES = {"test_compat", "test_compat_multinode", "test_examples", "test_
 def pytest_configure(config):
     config.addinivalue_line("markers", "ray: starts real Ray (the oracle); deselect with -m 'not ray'")
     config.addinivalue_line("markers", "slow: runs whole scripts end to end; deselect with -m 'not slow'")
+    config.addinivalue_line("markers", "run_once: on rayreact-replay, run once (the test observes one-time state)")
 
 
 def _runs_real_ray(item):

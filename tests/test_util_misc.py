@@ -121,6 +121,7 @@ def test_log_once():
     assert debug.log_once("util-misc-key")
 
 
+@pytest.mark.run_once
 def test_log_once_is_exported(ray_backend):
     assert ray_backend.util.log_once(f"util-misc-{ray_backend.__name__}")
     assert not ray_backend.util.log_once(f"util-misc-{ray_backend.__name__}")

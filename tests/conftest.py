@@ -50,7 +50,6 @@ def backend_fixture(per_backend=None, replay=False, must_replay=True, **init_kwa
     test whose only fixture is the backend repeats its scenario, assertions and all, until a repetition
     ran replayed (at most ``REPLAY_REPETITIONS``); the module fails at its end unless some test did
     (``must_replay=False`` for a module whose scenarios the reactor declines by design: its module says why).
-    A test marked ``run_once`` (it observes one-time process state, such as ``log_once``) runs once.
 
     A test module that needs a differently configured session (GPUs, custom
     resources) assigns the result to the name ``ray_backend``; pytest's fixture
@@ -92,7 +91,7 @@ def pytest_pyfunc_call(pyfuncitem):
     if callspec is None or callspec.params.get("ray_backend") != REPLAY:
         return None
     arguments = list(inspect.signature(pyfuncitem.obj).parameters)
-    if not set(arguments) <= {"ray_backend"} | set(callspec.params) or pyfuncitem.get_closest_marker("run_once"):
+    if not set(arguments) <= {"ray_backend"} | set(callspec.params):
         return None                  # other fixtures (signals, gates, files) are made for one run: run once
     import rayreact
     from rayreact.core import context
@@ -355,7 +354,6 @@ _SLOW_MODULES = {"test_compat", "test_compat_multinode", "test_examples", "test_
 def pytest_configure(config):
     config.addinivalue_line("markers", "ray: starts real Ray (the oracle); deselect with -m 'not ray'")
     config.addinivalue_line("markers", "slow: runs whole scripts end to end; deselect with -m 'not slow'")
-    config.addinivalue_line("markers", "run_once: on rayreact-replay, run once (the test observes one-time state)")
 
 
 def _runs_real_ray(item):

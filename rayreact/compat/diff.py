@@ -399,11 +399,8 @@ def fold_speed_dependent(outputs):
 
 
 def compare_stdout(ray_outputs, candidate_output):
-    runs = [stdout_lines(t) for t in ray_outputs]
-    cand = stdout_lines(candidate_output)
-    *runs, cand = (folded := fold_speed_dependent([*runs, cand]))[0]
-    speed_notes = folded[1]
-    status, detail = _compare_stdout_lines(runs, cand)
+    outputs, speed_notes = fold_speed_dependent([stdout_lines(t) for t in (*ray_outputs, candidate_output)])
+    status, detail = _compare_stdout_lines(outputs[:-1], outputs[-1])
     return status, detail + speed_notes
 
 

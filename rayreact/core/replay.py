@@ -216,12 +216,8 @@ class Reactor(RuntimeFront):
         if run is None:
             return
         try:
-            self.draining.append(run)
-            run.stop(reason)
+            self._leave_run(reason)
         finally:
-            self.run = None
-            self.index = run.idx
-            self.runs.append(run)
             self.fallbacks.append((time.monotonic() - self.started, reason, run.periods))
             # Scripts change phase (a new actor count, evaluation after training): record the new pattern at
             # once.  What a script that flaps costs is the switch and the drain, not recording, so a run that
@@ -231,6 +227,17 @@ class Reactor(RuntimeFront):
             else:
                 self.repeats = min(self.repeats * 2, MAX_REPEATS)
             self._start_recording()
+
+    def _leave_run(self, reason):
+        """Stop the live run: its values hand over on its own thread (``draining`` until then)."""
+        run = self.run
+        try:
+            self.draining.append(run)
+            run.stop(reason)
+        finally:
+            self.run = None
+            self.index = run.idx
+            self.runs.append(run)
 
     def handed_over(self, run):
         """From a run's handover thread, when it has finished: keep only its summary."""
@@ -444,13 +451,9 @@ class Reactor(RuntimeFront):
         dynamic runtime's calls.  The run ends by the script's choice, not a deviation: no fallback."""
         deadline = time.monotonic() + timeout
         with self.lock:
-            run = self.run
-            if run is not None:
-                self.run = None
+            if self.run is not None:
+                self._leave_run("the script ended")
                 self.state = OFF
-                self.draining.append(run)
-                self.runs.append(run)
-                run.stop("the script ended")
             draining = list(self.draining)
         for run in draining:
             if run.handover is not None:

@@ -20,7 +20,7 @@ import sys
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "rayreact"
 
-TRANSPORT = {"rayreact.core.libc", "rayreact.core.ids", "rayreact.core.channel", "rayreact.core.protocol",
+TRANSPORT = {"rayreact.core.libc", "rayreact.core.ids", "rayreact.core.channel", "rayreact.core.wire",
              "rayreact.core.proctitle", "rayreact.core.leftovers", "rayreact.exceptions"}
 OBJECT_PLANE = {f"rayreact.core.{name}" for name in (
     "serialization", "classify", "plain_pickle", "tensor_pickle", "segments", "snapshots", "write_watch",

@@ -56,6 +56,33 @@ def triple_task(i):
     return triple(i)
 
 
+def _echo(conn):
+    while True:
+        message = conn.recv()
+        if message is None:
+            return
+        conn.send(message)
+
+
+def pipe_round_trip(calls):
+    """Seconds per round trip of a small message to a forked process and back over a
+    ``multiprocessing.Pipe``: the floor of any call that crosses processes and sleeps while it waits."""
+    here, there = multiprocessing.Pipe()
+    echo = multiprocessing.get_context("fork").Process(target=_echo, args=(there,))
+    echo.start()
+    for i in range(100):
+        here.send(("ping", i))
+        here.recv()
+    start = time.perf_counter()
+    for i in range(calls):
+        here.send(("ping", i))
+        here.recv()
+    seconds = (time.perf_counter() - start) / calls
+    here.send(None)
+    echo.join()
+    return seconds
+
+
 def pool_fanout(tasks):
     """(seconds, results) of ``tasks`` trivial calls through a warm fork Pool with one process per core."""
     with multiprocessing.get_context("fork").Pool(os.cpu_count()) as pool:
@@ -101,6 +128,7 @@ def main():
 
     # Before init: a fork after it would copy the runtime's threads.
     pool_seconds, pool_results = pool_fanout(args.one_shot)
+    pipe_seconds = pipe_round_trip(args.calls)
 
     start = time.perf_counter()
     ray.init(num_cpus=args.num_cpus, include_dashboard=False)
@@ -121,6 +149,9 @@ def main():
     per_call, results = timed(lambda i: ray.get(counter.ping.remote(i)), args.calls)
     checksum += sum(results)
     record("actor call round trip", per_call)
+    ops[-1]["peer"] = {"name": "multiprocessing.Pipe round trip", "value": pipe_seconds * 1e6}
+    record("the same round trip over a multiprocessing.Pipe (no runtime: the floor of a blocking cross-process "
+           "call)", pipe_seconds)
 
     ray.get([noop.remote(i) for i in range(args.fanout)])  # warm the task workers
     per_fanout, results = timed(lambda _: sum(ray.get([noop.remote(i) for i in range(args.fanout)])),

@@ -21,7 +21,7 @@ import collections
 import warnings
 
 from .. import exceptions
-from . import handles, ids, protocol, refcount, serialization, submission
+from . import handles, ids, wire, refcount, serialization, submission
 from .calls import TaskSpec
 from .objects import READY
 from .serialization import INLINE
@@ -201,7 +201,7 @@ class ActorTable:
         actor.worker = w
         self._procs.ensure_defined(w, actor.code_id)
         arg_descs = self._ship_args(w, spec)
-        self._send(w, (protocol.CREATE, actor.actor_id, actor.code_id, actor.class_name, spec.args_desc, arg_descs,
+        self._send(w, wire.Create(actor.actor_id, actor.code_id, actor.class_name, spec.args_desc, arg_descs,
                        actor.max_concurrency, actor.is_async, dict(res), (actor.class_name, actor.methods, actor.name),
                        actor.trace_key, node.pg_info(spec)))
 
@@ -258,38 +258,50 @@ class ActorTable:
         key = caller.index if caller is not None else -1
         q = actor.queues.get(key)
         if q is None:
+            if actor.state == "ALIVE" and self._args_ready(spec):
+                self._send_call(actor, spec)         # the head of an empty FIFO, ready: what _pump would do
+                return
             q = actor.queues[key] = collections.deque()
         q.append(spec)
         if len(q) == 1:
             self._when_args_ready(spec, lambda s, actor=actor: self._pump(actor))
 
+    def _args_ready(self, spec):
+        if not spec.direct:
+            return True
+        objects = self._objects
+        return all(objects[oid].state == READY for oid in spec.direct)
+
     def _pump(self, actor):
         """Send every call whose turn has come: the head of each caller's FIFO, once its args are ready."""
         if actor.state != "ALIVE":
             return
-        w = actor.worker
-        objects = self._objects
         for key, q in list(actor.queues.items()):
             while q:
                 spec = q[0]
                 if spec.unresolved:
                     break
-                if any(objects[oid].state != READY for oid in spec.direct):
+                if not self._args_ready(spec):
                     spec.unresolved = 0
                     self._when_args_ready(spec, lambda s, actor=actor: self._pump(actor))
                     break
                 q.popleft()
-                failed = self._failed_dependency(spec)
-                if failed is not None:
-                    self._complete_with_desc(spec, failed.desc)
-                    continue
-                actor.in_flight[spec.task_id] = spec
-                spec.worker = w
-                arg_descs = self._ship_args(w, spec)
-                self._send(w, (protocol.CALL, spec.task_id, spec.method, spec.args_desc, arg_descs,
-                               spec.return_ids, spec.num_returns, spec.name))
+                self._send_call(actor, spec)
         for key in [k for k, q in actor.queues.items() if not q]:
             del actor.queues[key]
+
+    def _send_call(self, actor, spec):
+        """Send a call whose turn has come and whose arguments are ready (or complete it with an argument's
+        error)."""
+        failed = self._failed_dependency(spec) if spec.direct else None
+        if failed is not None:
+            self._complete_with_desc(spec, failed.desc)
+            return
+        w = actor.worker
+        actor.in_flight[spec.task_id] = spec
+        spec.worker = w
+        self._send(w, wire.Call(spec.task_id, spec.method, spec.args_desc, self._ship_args(w, spec),
+                                spec.return_ids, spec.num_returns, spec.name))
 
     def on_done(self, w, task_id, results, ok):
         """DONE from an actor's worker: its creation, or one of its calls."""
@@ -436,7 +448,7 @@ class ActorTable:
         # TaskCancelledError (see on_done).
         spec.cancelled = True
         if actor.worker is not None and not actor.worker.dead:
-            self._send(actor.worker, (protocol.CANCEL, spec.task_id))
+            self._send(actor.worker, wire.Cancel(spec.task_id))
             self._procs.flush_outboxes()
         return True
 
@@ -517,4 +529,4 @@ class ActorTable:
         self.died(actor, error)
         if w is not None and not w.dead:
             w.exiting = True
-            self._send(w, (protocol.EXIT, "out_of_scope"))     # a graceful end: __ray_shutdown__, atexit
+            self._send(w, wire.Exit(True))     # a graceful end: __ray_shutdown__, atexit

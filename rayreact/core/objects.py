@@ -135,7 +135,7 @@ class ObjectTable:
                 e.size = 0
             self._count_segment(desc[1], e.size)
         else:
-            e.size = len(desc[1])
+            e.size = serialization.payload_size(desc[1])
         entries = self.entries
         for c in desc[2]:
             ce = entries.get(c)
@@ -331,7 +331,7 @@ class ObjectTable:
         """Serialize a driver-side value into a descriptor (inline or a new segment)."""
         ser = serialization.serialize(value)
         if ser.size <= serialization.INLINE_LIMIT:
-            return (INLINE, ser.pack(), ser.contained, False)
+            return (INLINE, ser.inline(), ser.contained, False)
         if self._spill_dir is None and self.store_used + ser.size > self.store_limit:
             raise exceptions.ObjectStoreFullError(
                 f"Failed to put an object of {ser.size} bytes: the object store holds {self.store_used} of its "

@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 
-from . import channel, leftovers, protocol, worker_logs
+from . import channel, leftovers, wire, worker_logs
 from .handoff import remove_slot_files
 from .libc import libc
 
@@ -212,14 +212,14 @@ class Processes:
     def send(self, w, msg):
         if w.dead:
             return
-        data = protocol.dumps_fitting(msg, w.to_ring.max_message, self._prefix)
+        data = wire.encode(msg, w.to_ring.max_message, self._prefix)
         if w.outbox or not w.to_ring.try_write(data):
             if not w.outbox:
                 w.to_ring.want_space(True)
             w.outbox.append(data)
 
     def reply(self, w, req_id, payload):
-        self.send(w, (protocol.REPLY, req_id, payload))
+        self.send(w, wire.Reply(req_id, payload))
 
     def flush_outboxes(self):
         for w in self.workers.values():
@@ -231,7 +231,7 @@ class Processes:
 
     def ensure_defined(self, w, code_id):
         if code_id not in w.defined:
-            self.send(w, (protocol.DEFINE, code_id, self._code[code_id]))
+            self.send(w, wire.Define(code_id, self._code[code_id]))
             w.defined.add(code_id)
 
     # ================================================================== interrupts

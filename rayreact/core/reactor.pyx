@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """The reactor scheduler: a worker's side of a replayed plan (see ``replay`` for the driver's).
 
-A worker enters reactor mode when the driver sends ``protocol.REACTOR`` with its
+A worker enters reactor mode when the driver sends ``wire.REACTOR`` with its
 *program*: the reactions it owns (one per scheduled position of the period), the
 channels it reads and writes, and how far back it must keep tokens::
 
@@ -53,7 +53,7 @@ from libc.errno cimport errno, EINTR
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 
 from .. import exceptions
-from . import channel, executor, ids, protocol, refcount, serialization
+from . import channel, executor, ids, wire, refcount, serialization
 from .handoff import handoff
 from .channel cimport _Mapped
 from .classify cimport NOT_PLAIN, PLAIN_NUMPY, classify
@@ -246,19 +246,13 @@ def frame_for(int conn, int64_t index, Token tok, link=None):
     return _token_header_pack(TOKEN, conn, index, flags) + bytes(body)
 
 
-_HDR = serialization._HEADER
-_HDR_SIZE = serialization._HEADER.size
-_PAD0 = b"\0" * (serialization._align(_HDR_SIZE) - _HDR_SIZE)
-_BODY0 = serialization._align(_HDR_SIZE)
-_MAGIC = serialization.MAGIC
-_hdr_pack = _HDR.pack
-_hdr_unpack = _HDR.unpack_from
 _pickle_loads = pickle.loads
 _pickle_plain = serialization.pickle_plain
 
 
 cdef class Packed:
-    """A plain value without out-of-band buffers, already packed (``serialization.Serialized``'s interface)."""
+    """A plain value without out-of-band buffers, already packed: a bare pack, the pickle alone
+    (``serialization.Serialized``'s interface)."""
     cdef readonly bytes data
     cdef readonly Py_ssize_t size
     cdef readonly list contained
@@ -271,15 +265,17 @@ cdef class Packed:
     def pack(self):
         return self.data
 
+    def inline(self):
+        return serialization.inline_payload(self.data)
+
     def write_segment(self, path):
-        serialization.Serialized(self.data[_BODY0:], [], []).write_segment(path)
+        serialization.Serialized(self.data, [], []).write_segment(path)
 
 
 def decode(data):
     """``serialization.loads_pack``, without its generality for packs that carry no buffers."""
-    magic, nbuf, inband_len = _hdr_unpack(data, 0)
-    if nbuf == 0 and magic == _MAGIC:
-        return _pickle_loads(memoryview(data)[_BODY0:_BODY0 + inband_len])
+    if type(data) is bytes and data[0] == 0x80:
+        return _pickle_loads(data)
     return serialization.loads_pack(data)
 
 
@@ -291,7 +287,7 @@ def serialize(value, bint is_error=False):
     # No ObjectRef in _PLAIN: nothing nested to note, so no contained-ref bookkeeping either.
     inband, raws = _pickle_plain(value, how)
     if not raws:
-        return Packed(_hdr_pack(_MAGIC, 0, len(inband)) + _PAD0 + inband)
+        return Packed(inband)
     return serialization.Serialized(inband, raws, [])
 
 
@@ -630,7 +626,7 @@ cdef class WorkerReactor:
                 if msg is None:
                     break
                 progressed = True
-                if msg[0] == protocol.CALL or msg[0] == protocol.RUN_TASK:
+                if msg.KIND == wire.CALL or msg.KIND == wire.RUN_TASK:
                     if not self.stopping:
                         self._read_rings()
                     if self.stopping:
@@ -901,7 +897,7 @@ cdef class WorkerReactor:
                 if os.getppid() == 1:
                     os._exit(1)
                 continue
-            if msg[0] == protocol.REACTOR and msg[1] == "ack" and msg[2] == plan_id:
+            if msg.KIND == wire.REACTOR and msg.verb == "ack" and msg.body == plan_id:
                 break
             worker._handle(msg)
 
@@ -927,12 +923,12 @@ cdef class WorkerReactor:
 
 
 def handle(worker, msg):
-    """Entry point from the worker's message loop: ``(protocol.REACTOR, 'start', program)``.
+    """Entry point from the worker's message loop: ``wire.Reactor('start', program)``.
 
     Returns when the driver has stopped the plan (or the worker is exiting).  A
     stray 'ack' (its run already ended) needs nothing."""
-    if msg[1] == "start":
-        WorkerReactor(worker, msg[2]).run()
+    if msg.verb == "start":
+        WorkerReactor(worker, msg.body).run()
 
 
 # ====================================================================== the driver's hot path

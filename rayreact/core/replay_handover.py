@@ -25,7 +25,7 @@ import threading
 import time
 
 from .. import exceptions
-from . import channel, ids, protocol, refcount, serialization
+from . import channel, ids, wire, refcount, serialization
 from .replay_ops import Link
 
 logger = logging.getLogger("rayreact")
@@ -140,7 +140,7 @@ class Handover:
             rt.object_table.fill_all(pairs)
             for link in run.links.values():
                 if not link.dead:
-                    rt.send_to_worker(link.w, (protocol.REACTOR, "ack", run.number))
+                    rt.send_to_worker(link.w, wire.Reactor("ack", run.number))
         rt.bell.ring()                    # a get may be waiting for these
         self.give_back_workers()
         if rerun:

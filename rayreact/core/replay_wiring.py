@@ -15,7 +15,7 @@ way leaves the run knowing what to undo: the files in ``paths``, ``gather``, ``s
 
 from __future__ import annotations
 
-from . import channel, ids, protocol, serialization, submission
+from . import channel, ids, wire, serialization, submission
 from .refs import ObjectRef
 from .replay_ops import CALL, DEOPT, GET, PUT, TASK_CALLER, WAIT, Op, Refused
 
@@ -180,7 +180,7 @@ class Wiring:
         with rt.lock:
             run.started_workers = True
             for name, link in run.links.items():
-                rt.send_to_worker(link.w, (protocol.REACTOR, "start", programs[name]))
+                rt.send_to_worker(link.w, wire.Reactor("start", programs[name]))
 
     def _seed(self, seeds, seed_ids, seed_descs, readers):
         """Send the values the plan starts from to their readers; the script's refs to them are the run's."""

@@ -64,7 +64,7 @@ import warnings
 from .. import exceptions
 from .refs import ObjectRef
 from .runtime_api import DriverRuntimeBase
-from . import channel, ids, leftovers, protocol, refcount, serialization, session_dir, submission
+from . import channel, ids, leftovers, wire, refcount, serialization, session_dir, submission
 from .spilling import spilling
 from .objects import READY, ObjectTable
 from .processes import SPIN_SECONDS, Processes
@@ -267,7 +267,7 @@ class Runtime(DriverRuntimeBase):
         """Handle every message waiting on any inbound ring.  Caller holds the lock."""
         progressed = False
         for msg in self.procs.zygote_ring.read_all():
-            self._on_zygote(protocol.loads(msg))
+            self._on_zygote(wire.decode(msg))
             progressed = True
         for w in list(self.workers.values()):
             if w.dead or not w.from_ring.readable():
@@ -278,7 +278,7 @@ class Runtime(DriverRuntimeBase):
                 if raw is None:
                     break
                 progressed = True
-                self._on_worker_message(w, protocol.loads(raw))
+                self._on_worker_message(w, wire.decode(raw))
         if refcount.released:
             self.object_table.release_dropped()
         self._flush_outboxes()
@@ -349,41 +349,41 @@ class Runtime(DriverRuntimeBase):
                 self.on_worker_died(w, "The worker's parent, the rayreact zygote process, died.")
 
     def _on_zygote(self, msg):
-        kind = msg[0]
-        if kind == protocol.SPAWNED:
-            self.procs.spawned(msg[1], msg[2])
-        elif kind == protocol.DIED:
-            w = self.procs.died(msg[1])
+        kind = msg.KIND
+        if kind == wire.SPAWNED:
+            self.procs.spawned(msg.worker_index, msg.pid)
+        elif kind == wire.DIED:
+            w = self.procs.died(msg.pid)
             if w is not None and not w.dead:
                 # Drain what it managed to send before dying.
                 for raw in w.from_ring.read_all():
-                    self._on_worker_message(w, protocol.loads(raw))
-                status = msg[2]
+                    self._on_worker_message(w, wire.decode(raw))
+                status = msg.status
                 how = f"killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else \
                     f"exited with code {os.WEXITSTATUS(status)}"
                 self.on_worker_died(w, f"The worker process (pid={w.pid}) {how}.")
 
     def _on_worker_message(self, w, msg):
-        kind = msg[0]
-        if kind == protocol.DONE:
+        kind = msg.KIND
+        if kind == wire.DONE:
             if w.kind == "actor":
-                self._actor_done(w, msg[1], msg[2], msg[3])
+                self._actor_done(w, msg.task_id, msg.results, msg.ok)
             else:
-                self._task_done(w, msg[1], msg[2], msg[3])
-        elif kind == protocol.REQUEST:
-            self._on_request(w, msg[1], msg[2], msg[3])
-        elif kind == protocol.RELEASE:
-            self.object_table.worker_released(w.index, msg[1])
-        elif kind == protocol.STREAM_ITEM:
-            self._on_stream_item(w, msg[1], msg[2], msg[3])
-        elif kind == protocol.READY:
+                self._task_done(w, msg.task_id, msg.results, msg.ok)
+        elif kind == wire.REQUEST:
+            self._on_request(w, msg.req_id, msg.verb, msg.payload)
+        elif kind == wire.RELEASE:
+            self.object_table.worker_released(w.index, msg.counts)
+        elif kind == wire.STREAM_ITEM:
+            self._on_stream_item(w, msg.object_id, msg.desc, msg.keep)
+        elif kind == wire.READY:
             w.ready = True
             if w.kind == "task" and w.task is None:
                 self.task_pool.worker_ready(w)
-        elif kind == protocol.EXITING:
+        elif kind == wire.EXITING:
             w.exiting = True
-        elif kind == protocol.DROPPED:
-            self.task_pool.on_given_back(w, msg[1])
+        elif kind == wire.DROPPED:
+            self.task_pool.on_given_back(w, msg.task_id)
 
     # ================================================================== public API: objects
     def put(self, value):
@@ -551,7 +551,7 @@ class Runtime(DriverRuntimeBase):
             self._shutting_down = True
             for w in self.workers.values():
                 if not w.dead:
-                    self._send(w, (protocol.EXIT,))
+                    self._send(w, wire.Exit(False))
             self._flush_outboxes()
         self.running = False
         channel.stop_counting_awake()

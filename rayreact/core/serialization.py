@@ -42,6 +42,9 @@ _BUFENTRY = struct.Struct("<QQ")
 ALIGN = 64
 
 INLINE_LIMIT = 100 * 1024  # packs up to this size travel inside messages
+# An inline pack this big is held as a PickleBuffer, which messages carry out of band (see core.wire): below
+# it, copying the bytes into the envelope's pickle costs less than framing them apart.
+OUT_OF_BAND_MIN = 512
 
 # Descriptor kinds: how a stored value is reached.
 INLINE = 0
@@ -102,8 +105,15 @@ class Serialized:
         return self._header(offsets) + self.inband
 
     def pack(self) -> bytes:
-        """The whole pack as one bytes object (for inline transport)."""
+        """The whole pack as one bytes object (for inline transport).  Without out-of-band buffers it is
+        the in-band pickle alone (a *bare* pack, told apart by its first byte)."""
+        if not self.buffers:
+            return self.inband
         return b"".join(self.parts())     # each buffer copied once (not into a bytearray, then out of it)
+
+    def inline(self):
+        """The pack as an INLINE descriptor holds it (see :func:`inline_payload`)."""
+        return inline_payload(self.pack())
 
     def parts(self, offsets=None) -> list:
         """The pack as the buffers it is made of, in order (a ring writes them as one frame, unjoined; a
@@ -328,8 +338,30 @@ def _find_unpicklable(value, depth):
     return None
 
 
-def loads_pack(buf: memoryview):
-    """Unpickle a pack held in ``buf`` (bytes, or a read-only mmap view) without copying buffers."""
+def inline_payload(pack):
+    """An INLINE descriptor's payload: the pack, as a PickleBuffer once it is big enough to travel out of
+    band (``OUT_OF_BAND_MIN``)."""
+    return pickle.PickleBuffer(pack) if len(pack) >= OUT_OF_BAND_MIN else pack
+
+
+def payload_size(payload) -> int:
+    """Bytes in an INLINE payload (bytes, a PickleBuffer or a view)."""
+    return len(payload) if type(payload) is bytes else memoryview(payload).nbytes
+
+
+_BARE = 0x80        # a bare pack is a pickle (protocol 5 starts with 0x80); a full pack starts with MAGIC
+
+
+def loads_pack(buf):
+    """Unpickle a pack held in ``buf`` (bytes, a PickleBuffer, or a read-only mmap view) without copying
+    buffers."""
+    if type(buf) is bytes:
+        if buf[0] == _BARE:
+            return pickle.loads(buf)
+    else:
+        buf = memoryview(buf)
+        if buf[0] == _BARE:
+            return pickle.loads(buf)
     magic, nbuf, inband_len = _HEADER.unpack_from(buf, 0)
     if magic != MAGIC:
         raise exceptions.RaySystemError("corrupt object pack (bad magic)")

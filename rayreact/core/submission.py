@@ -11,7 +11,7 @@ import hashlib
 
 from .. import exceptions
 from .refs import ObjectRef
-from . import handles, ids, protocol, serialization
+from . import handles, ids, wire, serialization
 from .serialization import INLINE, SEGMENT
 from .spilling import spilling
 from .worker import _ArgRef
@@ -41,7 +41,7 @@ def pack_args(args, kwargs, session):
     except serialization.SerializationError as exc:
         raise TypeError(f"Could not serialize the arguments: {exc}") from exc.__cause__
     if ser.size <= serialization.INLINE_LIMIT:
-        return (INLINE, ser.pack(), ser.contained, False), direct
+        return (INLINE, ser.inline(), ser.contained, False), direct
     path = spilling.write(ser, f"rr-{session}-args-{ids.new_id().hex()}")
     return (SEGMENT, path, ser.contained, False), direct
 
@@ -148,7 +148,7 @@ def submit_task_from_worker(worker, remote_function, args, kwargs, options):
     code_id = code_id_of(remote_function)
     code = _code_once(code_id, remote_function)
     return_ids = [ids.new_id() for _ in range(return_count(num_returns))]
-    worker._post(protocol.V_SUBMIT_TASK, (code_id, code, remote_function._function_name, args_desc, direct,
+    worker._post(wire.V_SUBMIT_TASK, (code_id, code, remote_function._function_name, args_desc, direct,
                                           return_ids, num_returns, dict(options)))
     refs = [ObjectRef(oid) for oid in return_ids]
     for oid in return_ids:
@@ -169,7 +169,7 @@ def create_actor_from_worker(worker, actor_class, args, kwargs, options):
     code_id = code_id_of(actor_class)
     code = _code_once(code_id, actor_class)
     actor_id = ids.actor_id()
-    reply = worker._request(protocol.V_CREATE_ACTOR, (actor_id, code_id, code, actor_class._cls.__name__,
+    reply = worker._request(wire.V_CREATE_ACTOR, (actor_id, code_id, code, actor_class._cls.__name__,
                                                       actor_class._methods, actor_class._is_async, args_desc,
                                                       direct, dict(options)))
     if isinstance(reply, tuple):
@@ -183,7 +183,7 @@ def submit_call_from_worker(worker, handle, info, args, kwargs, num_returns):
     num_returns = normalize_num_returns(num_returns)
     args_desc, direct = pack_args(args, kwargs, worker.session)
     return_ids = [ids.new_id() for _ in range(return_count(num_returns))]
-    worker._post(protocol.V_SUBMIT_CALL, (handle._actor_id, info.name, args_desc, direct, return_ids,
+    worker._post(wire.V_SUBMIT_CALL, (handle._actor_id, info.name, args_desc, direct, return_ids,
                                           num_returns, info.task_name))
     refs = [ObjectRef(oid) for oid in return_ids]
     for oid in return_ids:

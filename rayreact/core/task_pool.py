@@ -21,7 +21,7 @@ import collections
 import time
 
 from .. import exceptions
-from . import ids, protocol, refcount, serialization, submission
+from . import ids, wire, refcount, serialization, submission
 from .calls import TaskSpec
 from .serialization import INLINE
 
@@ -191,7 +191,7 @@ class TaskPool:
         elif self._node.num_gpus:
             env = dict(env or {})
             env["CUDA_VISIBLE_DEVICES"] = ""
-        self._send(w, (protocol.RUN_TASK, spec.task_id, spec.code_id, spec.name, spec.args_desc, arg_descs,
+        self._send(w, wire.RunTask(spec.task_id, spec.code_id, spec.name, spec.args_desc, arg_descs,
                        spec.return_ids, spec.num_returns, env, {k: v for k, v in spec.resources.items()},
                        self._pg_info(spec)))
 
@@ -273,7 +273,7 @@ class TaskPool:
         if not w.task.pg:
             self._node.lend_cpu(w.task.resources.get("CPU", 0))
         for spec in w.pipelined:
-            self._send(w, (protocol.DROP, spec.task_id))    # DROPPED comes back, or DONE if it started
+            self._send(w, wire.Drop(spec.task_id))    # DROPPED comes back, or DONE if it started
         self.schedule()
         self.grow(len(self.task_queue))
         return True
@@ -396,7 +396,7 @@ class TaskPool:
                 else:
                     # The message first: a worker that has not started the task yet finds it and skips it.
                     # The tag next: a SIGINT meant for this task must not stop the one it was sent behind.
-                    self._send(w, (protocol.CANCEL, spec.task_id))
+                    self._send(w, wire.Cancel(spec.task_id))
                     procs.flush_outboxes()
                     w.bell.cancel_task(ids.tag64(spec.task_id))
                     procs.interrupt(w, lambda w=w, spec=spec: w.task is spec)

@@ -29,7 +29,7 @@ import time
 import traceback
 
 from .. import exceptions
-from . import channel, context, executor, handles, ids, protocol, refcount, serialization
+from . import channel, context, executor, handles, ids, wire, refcount, serialization
 from .serialization import INLINE, SEGMENT
 from .handoff import handoff
 from .spilling import spilling
@@ -156,13 +156,13 @@ class _DriverApi(context.RuntimeHooks):
         on_reader = threading.current_thread() is self._reader_thread
         slot = [None if on_reader else threading.Event(), None, False]
         self._pending_replies[req_id] = slot
-        self.send((protocol.REQUEST, req_id, verb, payload))
+        self.send(wire.Request(req_id, verb, payload))
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             while not slot[2]:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    self.send((protocol.REQUEST, None, protocol.V_CANCEL_GET, req_id))
+                    self.send(wire.Request(None, wire.V_CANCEL_GET, req_id))
                     raise exceptions.GetTimeoutError(f"Get timed out: some object(s) not ready after {timeout} s.")
                 if on_reader:
                     raw = self._inbound.read()
@@ -170,13 +170,14 @@ class _DriverApi(context.RuntimeHooks):
                         self._flush_releases()
                         self._poller.wait(min(remaining, 1.0) if remaining is not None else 1.0)
                         continue
-                    msg = protocol.loads(raw)
-                    if msg[0] == protocol.REPLY:
-                        self._deliver_reply(msg[1], msg[2])
-                    elif msg[0] == protocol.DEFINE:
-                        self._code[msg[1]] = msg[2]
-                    elif msg[0] == protocol.DROP:
-                        self._give_back(msg[1])       # a task sent behind this blocked one: let another run it
+                    msg = wire.decode(raw)
+                    kind = msg.KIND
+                    if kind == wire.REPLY:
+                        self._deliver_reply(msg.req_id, msg.payload)
+                    elif kind == wire.DEFINE:
+                        self._code[msg.code_id] = msg.code
+                    elif kind == wire.DROP:
+                        self._give_back(msg.task_id)       # a task sent behind this blocked one: let another run it
                     elif self._pool is not None or self._loop is not None:
                         self._handle(msg)
                     else:
@@ -189,7 +190,7 @@ class _DriverApi(context.RuntimeHooks):
 
     def _post(self, verb, payload):
         """A request with no reply (submissions: FIFO order makes them visible before any later get)."""
-        self.send((protocol.REQUEST, None, verb, payload))
+        self.send(wire.Request(None, verb, payload))
 
     def _deliver_reply(self, req_id, payload):
         slot = self._pending_replies.get(req_id)
@@ -220,21 +221,21 @@ class _DriverApi(context.RuntimeHooks):
         from .refs import ObjectRef
         oid = ids.new_id()
         desc = self.store_value(oid, value)
-        self._post(protocol.V_PUT, (oid, desc))
+        self._post(wire.V_PUT, (oid, desc))
         self._received[oid] += 1
         return ObjectRef(oid)
 
     def stream_next(self, stream_id, index, timeout, peek=False):
-        kind, oid = self._request(protocol.V_STREAM_NEXT, (stream_id, index, peek), timeout)
+        kind, oid = self._request(wire.V_STREAM_NEXT, (stream_id, index, peek), timeout)
         if kind == "item" and not peek:
             self._received[oid] += 1
         return kind, oid
 
     def stream_drop(self, stream_id, index):
-        self._post(protocol.V_STREAM_DROP, (stream_id, index))
+        self._post(wire.V_STREAM_DROP, (stream_id, index))
 
     def get_values(self, object_ids, timeout):
-        descs = self._request(protocol.V_GET, (object_ids, timeout), timeout)
+        descs = self._request(wire.V_GET, (object_ids, timeout), timeout)
         out = []
         for desc in descs:
             value, is_error = self._descriptor_value(desc)
@@ -244,25 +245,25 @@ class _DriverApi(context.RuntimeHooks):
         return out
 
     def wait_ids(self, object_ids, num_returns, timeout, fetch_local):
-        return self._request(protocol.V_WAIT, (object_ids, num_returns, timeout), None)
+        return self._request(wire.V_WAIT, (object_ids, num_returns, timeout), None)
 
     def kill_actor(self, actor_id, no_restart):
-        self._request(protocol.V_KILL, (actor_id, no_restart))
+        self._request(wire.V_KILL, (actor_id, no_restart))
 
     def cancel(self, object_id, force, recursive):
-        self._request(protocol.V_CANCEL, (object_id, force, recursive))
+        self._request(wire.V_CANCEL, (object_id, force, recursive))
 
     def get_actor_info(self, name, namespace):
-        return self._request(protocol.V_GET_ACTOR, (name, namespace if namespace is not None else self.namespace))
+        return self._request(wire.V_GET_ACTOR, (name, namespace if namespace is not None else self.namespace))
 
     def resources(self, which):
-        return self._request(protocol.V_RESOURCES, which)
+        return self._request(wire.V_RESOURCES, which)
 
     def list_named_actors(self, all_namespaces):
-        return self._request(protocol.V_NAMED_LIST, (all_namespaces, self.namespace))
+        return self._request(wire.V_NAMED_LIST, (all_namespaces, self.namespace))
 
     def placement_group_call(self, verb, payload):
-        return self._request(protocol.V_PG, (verb, payload))
+        return self._request(wire.V_PG, (verb, payload))
 
     def current_actor_handle(self):
         class_name, methods = self.actor_handle_info[:2]
@@ -369,7 +370,7 @@ class Worker(_DriverApi):
 
     # ---------------------------------------------------------------- transport
     def send(self, msg):
-        data = protocol.dumps_fitting(msg, self._outbound.max_message, self._message_prefix)
+        data = wire.encode(msg, self._outbound.max_message, self._message_prefix)
         with self._send_lock:
             while not self._outbound.write(data, 1.0):
                 if self._outbound.is_closed():
@@ -386,7 +387,7 @@ class Worker(_DriverApi):
             n = self._received.pop(oid, 0)
             batch.append((oid, n))
         if batch:
-            self.send((protocol.RELEASE, batch))
+            self.send(wire.Release(batch))
 
     @staticmethod
     def _pin_nested(results):
@@ -411,7 +412,7 @@ class Worker(_DriverApi):
                 return self._deferred.popleft()
             raw = self._inbound.read()
             if raw is not None:
-                return protocol.loads(raw)
+                return wire.decode(raw)
             if not block:
                 return None
             self._flush_releases()
@@ -424,34 +425,34 @@ class Worker(_DriverApi):
 
     # ---------------------------------------------------------------- main loop
     def serve(self):
-        self.send((protocol.READY, os.getpid()))
+        self.send(wire.Ready(os.getpid()))
         while self._running:
             msg = self._next_message()
             self._handle(msg)
 
     def _handle(self, msg):
-        kind = msg[0]
-        if kind == protocol.CALL:
+        kind = msg.KIND
+        if kind == wire.CALL:
             self._dispatch_call(msg)
-        elif kind == protocol.RUN_TASK:
+        elif kind == wire.RUN_TASK:
             self._run_task(msg)
-        elif kind == protocol.DEFINE:
-            self._code[msg[1]] = msg[2]
-        elif kind == protocol.REPLY:
-            self._deliver_reply(msg[1], msg[2])
-        elif kind == protocol.CREATE:
+        elif kind == wire.DEFINE:
+            self._code[msg.code_id] = msg.code
+        elif kind == wire.REPLY:
+            self._deliver_reply(msg.req_id, msg.payload)
+        elif kind == wire.CREATE:
             self._create_actor(msg)
-        elif kind == protocol.EXIT:
+        elif kind == wire.EXIT:
             self._running = False
             self._shutdown_executors()
-            self.send((protocol.EXITING, "exit"))
-            if len(msg) > 1 and self.is_actor:      # out of scope: ends gracefully, as in Ray
+            self.send(wire.Exiting("exit"))
+            if msg.graceful and self.is_actor:      # out of scope: ends gracefully, as in Ray
                 self._graceful_cleanup()
-        elif kind == protocol.CANCEL:
-            self._on_cancel(msg[1])
-        elif kind == protocol.DROP:
-            self._give_back(msg[1])
-        elif kind == protocol.REACTOR:
+        elif kind == wire.CANCEL:
+            self._on_cancel(msg.task_id)
+        elif kind == wire.DROP:
+            self._give_back(msg.task_id)
+        elif kind == wire.REACTOR:
             from . import reactor
             reactor.handle(self, msg)
 
@@ -497,7 +498,7 @@ class Worker(_DriverApi):
         """Serialize one result; large ones go to a segment this worker creates (the driver adopts it)."""
         ser = serialization.serialize(value, is_error=is_error)
         if ser.size <= serialization.INLINE_LIMIT:
-            return (INLINE, ser.pack(), ser.contained, is_error)
+            return (INLINE, ser.inline(), ser.contained, is_error)
         # Unique per write: a retried generator yields the same item ids again, and its first run's files stay.
         name = f"rr-{self.session}-{object_id.hex()}-{os.urandom(4).hex()}"
         directory = spilling.directory_for(ser.size)
@@ -521,7 +522,7 @@ class Worker(_DriverApi):
         oid = _item_id(stream_id, index)
         desc = self.store_value(oid, value)
         handoff.commit()
-        self.send((protocol.STREAM_ITEM, oid, desc, keep))
+        self.send(wire.StreamItem(oid, desc, keep))
         return oid
 
     # ---------------------------------------------------------------- tasks
@@ -570,24 +571,24 @@ class Worker(_DriverApi):
             raw = self._inbound.read()
             if raw is None:
                 break
-            self._deferred.append(protocol.loads(raw))
+            self._deferred.append(wire.decode(raw))
 
     def _give_back(self, task_id):
         """DROP: the driver wants back a task it sent behind the one this worker runs (which blocked in get
         or wait).  Given back only if it has not started; else its DONE answers."""
-        self._hand_back(protocol.RUN_TASK, task_id)
+        self._hand_back(wire.RUN_TASK, task_id)
 
     def _dropped_before_start(self, task_id):
         """Whether a DROP of this task waits in the inbox (read ahead): then it is given back unstarted."""
         self._read_ahead()
-        return self._hand_back(protocol.DROP, task_id)
+        return self._hand_back(wire.DROP, task_id)
 
     def _hand_back(self, kind, task_id):
         """Take the deferred ``kind`` message of ``task_id`` out and tell the driver the task is given back."""
         for msg in self._deferred:
-            if msg[0] == kind and msg[1] == task_id:
+            if msg.KIND == kind and msg.task_id == task_id:
                 self._deferred.remove(msg)
-                self.send((protocol.DROPPED, task_id))
+                self.send(wire.Dropped(task_id))
                 return True
         return False
 
@@ -596,14 +597,16 @@ class Worker(_DriverApi):
         here, so the call's end forgets it: left for the loop, it would be noted after the call had ended."""
         self._read_ahead()
         for msg in self._deferred:
-            if msg[0] == protocol.CANCEL and msg[1] == task_id:
+            if msg.KIND == wire.CANCEL and msg.task_id == task_id:
                 self._deferred.remove(msg)
                 self._on_cancel(task_id)
                 return True
         return False
 
     def _run_task(self, msg):
-        (_, task_id, code_id, name, args_desc, arg_descs, return_ids, num_returns, env, resources, pg_info) = msg
+        task_id, code_id, name = msg.task_id, msg.code_id, msg.name
+        args_desc, arg_descs, return_ids, num_returns = msg.args, msg.arg_values, msg.return_ids, msg.num_returns
+        env, resources, pg_info = msg.env, msg.resources, msg.pg
         if self._dropped_before_start(task_id):
             return
         self.current_pg = pg_info
@@ -640,15 +643,17 @@ class Worker(_DriverApi):
         # Drop our views of the arguments before reporting, so their segments can be recycled at once.
         msg = args_desc = arg_descs = None
         handoff.commit()
-        self.send((protocol.DONE, task_id, results, status <= executor.PARTIAL))
+        self.send(wire.Done(task_id, results, status <= executor.PARTIAL))
         self._unpin(nested)
         handoff.refill()
         set_title(_IDLE_TITLE)
 
     # ---------------------------------------------------------------- actors
     def _create_actor(self, msg):
-        (_, actor_id, code_id, class_name, args_desc, arg_descs, max_concurrency, is_async, resources,
-         handle_info, trace_key, pg_info) = msg
+        actor_id, code_id, class_name, args_desc, arg_descs = (msg.actor_id, msg.code_id, msg.class_name,
+                                                               msg.args, msg.arg_values)
+        max_concurrency, is_async, resources = msg.max_concurrency, msg.is_async, msg.resources
+        handle_info, trace_key, pg_info = msg.handle_info, msg.trace_key, msg.pg
         self.current_pg = pg_info
         self.is_actor = True
         self.actor_id = actor_id
@@ -698,9 +703,9 @@ class Worker(_DriverApi):
             self._exit_lock.acquire()
             self._graceful_cleanup()
         if error is None:
-            self.send((protocol.DONE, b"create:" + actor_id, [], True))
+            self.send(wire.Done(b"create:" + actor_id, [], True))
         else:
-            self.send((protocol.DONE, b"create:" + actor_id, [(b"", self.store_value(b"", error, True))], False))
+            self.send(wire.Done(b"create:" + actor_id, [(b"", self.store_value(b"", error, True))], False))
         if self.exit_requested:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -745,7 +750,8 @@ class Worker(_DriverApi):
         return title
 
     def _run_call(self, msg):
-        (_, task_id, method_name, args_desc, arg_descs, return_ids, num_returns, task_name) = msg
+        task_id, method_name, task_name = msg.task_id, msg.method, msg.task_name
+        args_desc, arg_descs, return_ids, num_returns = msg.args, msg.arg_values, msg.return_ids, msg.num_returns
         self.current_task_id = task_id
         set_title(self._call_title(method_name, task_name), comm=False)   # comm would cost a system call per call
         try:
@@ -763,7 +769,7 @@ class Worker(_DriverApi):
         # Drop our views of the arguments before reporting, so their segments can be recycled at once.
         msg = args_desc = arg_descs = None
         handoff.commit()
-        self.send((protocol.DONE, task_id, results, status <= executor.PARTIAL))
+        self.send(wire.Done(task_id, results, status <= executor.PARTIAL))
         self._cancelled_calls.discard(task_id)
         self._unpin(nested)
         handoff.refill()
@@ -772,7 +778,8 @@ class Worker(_DriverApi):
             self._exit_now()
 
     async def _run_call_async(self, msg):
-        (_, task_id, method_name, args_desc, arg_descs, return_ids, num_returns, task_name) = msg
+        task_id, method_name, task_name = msg.task_id, msg.method, msg.task_name
+        args_desc, arg_descs, return_ids, num_returns = msg.args, msg.arg_values, msg.return_ids, msg.num_returns
         name = f"{self.display_name}.{method_name}"
         sem = self._async_sem
         self.current_task_id = task_id
@@ -799,7 +806,7 @@ class Worker(_DriverApi):
             self._cancelled_calls.discard(task_id)
         if status != executor.EXITED and _exit_called_here.get():
             results, status = executor.exited(self, return_ids)
-        self.send((protocol.DONE, task_id, results, status <= executor.PARTIAL))
+        self.send(wire.Done(task_id, results, status <= executor.PARTIAL))
         set_title(self._actor_title, comm=False)
         if status == executor.EXITED:
             self._exit_now()
@@ -822,7 +829,7 @@ class Worker(_DriverApi):
 
     def _exit_now(self):
         self._exit_lock.acquire()       # never released: a second caller waits for the process to end
-        self.send((protocol.EXITING, "exit_actor"))
+        self.send(wire.Exiting("exit_actor"))
         self._graceful_cleanup()
         sys.stdout.flush()
         sys.stderr.flush()

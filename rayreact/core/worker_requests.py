@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 
-from . import handles, protocol
+from . import handles, wire
 from .objects import READY
 
 
@@ -47,52 +47,52 @@ class WorkerRequests:
 
     def on_request(self, w, req_id, verb, payload):
         table = self._table
-        if verb == protocol.V_SUBMIT_TASK:
+        if verb == wire.V_SUBMIT_TASK:
             code_id, code, name, args_desc, direct, return_ids, num_returns, options = payload
             self._code.setdefault(code_id, code)
             table.worker_holds(w.index, return_ids)
             self._submit_task(w, code_id, name, args_desc, direct, return_ids, num_returns, options)
-        elif verb == protocol.V_SUBMIT_CALL:
+        elif verb == wire.V_SUBMIT_CALL:
             actor_id, method, args_desc, direct, return_ids, num_returns, task_name = payload
             table.worker_holds(w.index, return_ids)
             self._submit_call(w, actor_id, method, args_desc, direct, return_ids, num_returns, task_name)
-        elif verb == protocol.V_GET:
+        elif verb == wire.V_GET:
             object_ids, timeout = payload
             self._worker_get(w, req_id, object_ids)
-        elif verb == protocol.V_WAIT:
+        elif verb == wire.V_WAIT:
             object_ids, num_returns, timeout = payload
             self._worker_wait(w, req_id, object_ids, num_returns, timeout)
-        elif verb == protocol.V_PUT:
+        elif verb == wire.V_PUT:
             oid, desc = payload
             table.reserve(oid, w.index)
             table.worker_holds(w.index, [oid])
             table.fill(oid, desc)
-        elif verb == protocol.V_CREATE_ACTOR:
+        elif verb == wire.V_CREATE_ACTOR:
             self._create_actor(w, req_id, payload)
-        elif verb == protocol.V_KILL:
+        elif verb == wire.V_KILL:
             self._actors.kill(payload[0], payload[1])
             self._reply(w, req_id, None)
-        elif verb == protocol.V_CANCEL:
+        elif verb == wire.V_CANCEL:
             self._cancel(payload[0], payload[1])
             self._reply(w, req_id, None)
-        elif verb == protocol.V_GET_ACTOR:
+        elif verb == wire.V_GET_ACTOR:
             name, namespace = payload
             self._reply(w, req_id, self._actors.info(name, namespace or self._rt.namespace))
-        elif verb == protocol.V_RESOURCES:
+        elif verb == wire.V_RESOURCES:
             self._reply(w, req_id, self._node.view(payload))
-        elif verb == protocol.V_NAMED_LIST:
+        elif verb == wire.V_NAMED_LIST:
             all_ns, ns = payload
             self._reply(w, req_id, self._actors.named_list(all_ns, ns))
-        elif verb == protocol.V_STREAM_NEXT:
+        elif verb == wire.V_STREAM_NEXT:
             stream_id, index, peek = payload
             self._streams.next_for_worker(w, req_id, stream_id, index, peek)
-        elif verb == protocol.V_STREAM_DROP:
+        elif verb == wire.V_STREAM_DROP:
             self._streams.drop(payload[0])
-        elif verb == protocol.V_CANCEL_GET:
+        elif verb == wire.V_CANCEL_GET:
             state = self.get_waiters.pop((w.index, payload), None)
             if state is not None and state.get("blocked"):
                 self._unblock(w)
-        elif verb == protocol.V_PG:
+        elif verb == wire.V_PG:
             self._reply(w, req_id, self._placement_request(*payload))
 
     def _create_actor(self, w, req_id, payload):

@@ -85,9 +85,9 @@ def main():
     config = pickle.loads(bytes.fromhex(sys.argv[1]))
     sys.path[:] = config["sys_path"]
     os.chdir(config["cwd"])
-    channel, protocol, worker = _import_worker_modules()
+    channel, wire, worker = _import_worker_modules()
     _run_setup_hooks(config)
-    zygote = _Zygote(config, channel, protocol, worker)
+    zygote = _Zygote(config, channel, wire, worker)
     zygote.serve()
     # The driver has gone (EOF) or asked us to stop: nothing of the session may remain.
     zygote.kill_children()
@@ -101,8 +101,8 @@ def _import_worker_modules():
         importlib.import_module("numpy")
     except ImportError:
         pass
-    from rayreact.core import channel, protocol, worker
-    return channel, protocol, worker
+    from rayreact.core import channel, wire, worker
+    return channel, wire, worker
 
 
 def _run_setup_hooks(config):
@@ -121,8 +121,8 @@ def _run_setup_hooks(config):
 class _Zygote:
     """The fork server: its command pipe, the self-pipe SIGCHLD wakes it through, the workers it forked."""
 
-    def __init__(self, config, channel, protocol, worker):
-        self.protocol = protocol
+    def __init__(self, config, channel, wire, worker):
+        self.wire = wire
         self.worker = worker
         self.driver_pid = config.get("driver_pid") or os.getppid()
         self.notices = channel.Ring(config["zygote_ring"])
@@ -172,7 +172,7 @@ class _Zygote:
 
     def notify(self, msg):
         try:
-            self.notices.write(self.protocol.dumps(msg), 5.0)
+            self.notices.write(self.wire.encode(msg), 5.0)
         except Exception:
             pass
 
@@ -185,7 +185,7 @@ class _Zygote:
             if pid == 0:
                 return
             self.children.pop(pid, None)
-            self.notify((self.protocol.DIED, pid, status))
+            self.notify(self.wire.Died(pid, status))
 
     def spawn(self, spec):
         pid = os.fork()
@@ -195,7 +195,7 @@ class _Zygote:
             finally:
                 os._exit(0)
         self.children[pid] = spec["worker_index"]
-        self.notify((self.protocol.SPAWNED, spec["worker_index"], pid))
+        self.notify(self.wire.Spawned(spec["worker_index"], pid))
 
     def _become_worker(self, spec):
         # In the fork: drop the zygote's pipes and signal set-up, and die with the zygote.

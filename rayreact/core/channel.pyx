@@ -308,6 +308,11 @@ cdef class Poller:
             self.heads[i] = r.head
             self.tails[i] = r.tail
 
+    def readable(self):
+        """Indices (in ``set_rings`` order) of the rings that hold a frame now."""
+        cdef int i
+        return [i for i in range(self.n) if load_u64(self.tails[i]) != load_u64(self.heads[i])]
+
     cdef inline bint _any_ready(self) nogil:
         cdef int i
         for i in range(self.n):

@@ -72,7 +72,9 @@ class Processes:
         self.poller = channel.Poller(rt.bell)
         self.zygote_ring = channel.Ring(f"{prefix}-zygote", 1 << 16, True)
         self._rings = [self.zygote_ring]
+        self._ring_owners = [None]         # who writes each polled ring: None for the zygote, else its worker
         self.poller.set_rings(self._rings)
+        self._backlogged = set()           # workers whose outbox holds messages their full ring could not take
         self.zygote = None
         self.log_forwarder = None          # core.worker_logs: worker output to the driver's terminal
 
@@ -158,6 +160,7 @@ class Processes:
         w.paths = (w.to_ring.path, w.from_ring.path, w.bell.path)
         self.workers[index] = w
         self._rings.append(w.from_ring)
+        self._ring_owners.append(w)
         self.poller.set_rings(self._rings)
         env = dict(rt.env)
         env.update(extra_env or {})
@@ -192,8 +195,11 @@ class Processes:
         if w.pid and not w.bell.asleep():
             channel.forget_awake_process()   # it died awake: it no longer wants a core
         if w.from_ring in self._rings:
-            self._rings.remove(w.from_ring)
+            at = self._rings.index(w.from_ring)
+            del self._rings[at]
+            del self._ring_owners[at]
             self.poller.set_rings(self._rings)
+        self._backlogged.discard(w)
 
     def remove_files(self, w):
         for p in w.paths:
@@ -216,18 +222,28 @@ class Processes:
         if w.outbox or not w.to_ring.try_write(data):
             if not w.outbox:
                 w.to_ring.want_space(True)
+                self._backlogged.add(w)
             w.outbox.append(data)
 
     def reply(self, w, req_id, payload):
         self.send(w, wire.Reply(req_id, payload))
 
     def flush_outboxes(self):
-        for w in self.workers.values():
+        if not self._backlogged:
+            return
+        for w in list(self._backlogged):
             if w.outbox and not w.dead:
                 while w.outbox and w.to_ring.try_write(w.outbox[0]):
                     w.outbox.popleft()
                 if not w.outbox:
                     w.to_ring.want_space(False)
+            if not w.outbox or w.dead:
+                self._backlogged.discard(w)
+
+    def readable(self):
+        """``(writer, ring)`` of every polled ring holding a frame now (writer None: the zygote's ring)."""
+        owners, rings = self._ring_owners, self._rings
+        return [(owners[i], rings[i]) for i in self.poller.readable()]
 
     def ensure_defined(self, w, code_id):
         if code_id not in w.defined:

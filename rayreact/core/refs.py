@@ -79,7 +79,7 @@ class ObjectRef:
         self.future().add_done_callback(lambda f: callback(f.result()))
 
 
-serialization.register_simple_type(ObjectRef)
+serialization.register_simple_type(ObjectRef, notes_refs=True)
 
 
 def _rebuild(object_id):

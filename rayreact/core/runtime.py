@@ -266,13 +266,14 @@ class Runtime(DriverRuntimeBase):
     def _pump(self):
         """Handle every message waiting on any inbound ring.  Caller holds the lock."""
         progressed = False
-        for msg in self.procs.zygote_ring.read_all():
-            self._on_zygote(wire.decode(msg))
-            progressed = True
-        for w in list(self.workers.values()):
-            if w.dead or not w.from_ring.readable():
+        for w, ring in self.procs.readable():
+            if w is None:
+                for msg in ring.read_all():
+                    self._on_zygote(wire.decode(msg))
+                progressed = True
                 continue
-            ring = w.from_ring
+            if w.dead:
+                continue
             while True:
                 raw = ring.read()
                 if raw is None:

@@ -217,11 +217,15 @@ def _write_all(fd, parts):
 
 
 _SIMPLE_TYPES = {int, float, str, bytes, bool, type(None), complex}
+_REF_FREE_TYPES = set(_SIMPLE_TYPES)      # of those, the ones whose pickling notes no nested ref
 
 
-def register_simple_type(t):
-    """Types whose instances the C pickler handles exactly as cloudpickle would (importable by reference)."""
+def register_simple_type(t, notes_refs=False):
+    """Types whose instances the C pickler handles exactly as cloudpickle would (importable by reference).
+    ``notes_refs``: pickling one records a nested ref (``note_contained_ref``), so it needs ``serialize``."""
     _SIMPLE_TYPES.add(t)
+    if not notes_refs:
+        _REF_FREE_TYPES.add(t)
 
 
 NOT_SIMPLE, SIMPLE, SIMPLE_NUMPY = 0, 1, 2       # classify's NOT_PLAIN, PLAIN, PLAIN_NUMPY
@@ -288,6 +292,17 @@ def serialize(value, *, is_error=False) -> Serialized:
     finally:
         contained = stack.pop()
     return Serialized(inband, raws, contained, is_error)
+
+
+def inline_plain(value):
+    """The INLINE payload of a value made of simple types alone (no refs, no buffers, within INLINE_LIMIT), or
+    None: the common small argument or result skips the general path."""
+    if _classify(value, _REF_FREE_TYPES, 3) != SIMPLE:
+        return None
+    pack = pickle.dumps(value, protocol=5)
+    if len(pack) > INLINE_LIMIT:
+        return None
+    return inline_payload(pack)
 
 
 def pickle_plain(value, simplicity):

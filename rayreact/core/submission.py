@@ -36,6 +36,9 @@ def pack_args(args, kwargs, session):
                 v = _ArgRef(len(direct) - 1)
             packed_kwargs[k] = v
         kwargs = packed_kwargs
+    payload = serialization.inline_plain((args, kwargs))
+    if payload is not None:
+        return (INLINE, payload, [], False), direct
     try:
         ser = serialization.serialize((args, kwargs))
     except serialization.SerializationError as exc:

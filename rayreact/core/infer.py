@@ -41,8 +41,8 @@ at all (refs passed from call to call), with ``window`` bounding long traces.
 
 What the replay phase needs from the Plan (and from the runtime)
 ----------------------------------------------------------------
-- Refuse a plan with ``blockers`` (threaded/async or unknown actors, dynamic
-  ``num_returns``).
+- Refuse a plan with ``blockers``: ``infer`` asks core.admission, the one place
+  that decides whether a pattern may replay.
 - Keep recording after inference and ``plan.guard.check`` each new event while
   still dynamic; switch when the next event's position is ``plan.switch``.
   First drain the dynamic runtime's calls to the plan's actors (per-caller
@@ -82,6 +82,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from . import admission
 from .plan import (DRIVER, ArgSpec, Connection, Expect, Guard, Input, Plan, Reaction, Reactor, RefCheck,
                    Use)
 from .record import ACTOR_METHOD, Literal, RefArg, Submit, Trace, produces, ref_slots, signature
@@ -113,9 +114,7 @@ def infer(trace: Trace, repeats: int = DEFAULT_REPEATS, task_slots: int = 1,
     if period is None:
         return None
     plan = build_plan(trace, period, task_slots)
-    late = [f"c{c.id} is read {max(u.lag for u in c.uses)} periods after it is written (max_lag {max_lag})"
-            for c in plan.connections if c.uses and max(u.lag for u in c.uses) > max_lag]
-    return dataclasses.replace(plan, blockers=plan.blockers + tuple(late)) if late else plan
+    return dataclasses.replace(plan, blockers=admission.blockers(plan, trace, max_lag))
 
 
 def find_period(trace: Trace, repeats: int = DEFAULT_REPEATS, max_period: int | None = None,
@@ -276,10 +275,9 @@ def _assemble(trace: Trace, period: Period, task_slots: int) -> Plan:
             reactions.append(Reaction(q, DRIVER, op, "", ev.call_site, (), reads, outputs))
 
     connections = tuple(_connection(*c) for c in sorted(conns.values()))
-    reactors, blockers = _reactors(trace, template, placed)
+    reactors = _reactors(trace, template, placed)
     guard = Guard(length, start, tuple(_expect(ev, start + q, period.relative[q]) for q, ev in enumerate(template)))
-    return Plan(length, start, period.end, period.repeats, 0, reactors, tuple(reactions), connections, guard,
-                blockers)
+    return Plan(length, start, period.end, period.repeats, 0, reactors, tuple(reactions), connections, guard)
 
 
 def _place(template, task_slots):
@@ -332,7 +330,7 @@ def _reactors(trace, template, placed):
     order = [DRIVER] + list(dict.fromkeys(p for p in placed if p.startswith("actor:")))
     order += sorted(set(p for p in placed if p.startswith("task:")), key=lambda name: int(name[5:]))
     actor_of = {placed[q]: ev.actor for q, ev in enumerate(template) if placed[q].startswith("actor:")}
-    reactors, blockers = [], []
+    reactors = []
     for name in order:
         if name == DRIVER:
             reactors.append(Reactor(name, "driver", None, None, False, tuple(range(len(template)))))
@@ -342,16 +340,9 @@ def _reactors(trace, template, placed):
             reactors.append(Reactor(name, "task", None, None, False, schedule))
             continue
         info = trace.actors.get(actor_of[name])
-        if info is None:
-            blockers.append(f"{name}: created before recording, its concurrency is unknown")
-        elif info.concurrent:
-            blockers.append(f"{name}: threaded or async actor, its calls have no fixed order")
         reactors.append(Reactor(name, "actor", _key(actor_of[name]), None if info is None else _key(info.class_key),
                                 bool(info and info.concurrent), schedule))
-    for q, ev in enumerate(template):
-        if type(ev) is Submit and not isinstance(ev.num_returns, int):
-            blockers.append(f"position {q}: num_returns={ev.num_returns!r} is not a fixed count")
-    return tuple(reactors), tuple(blockers)
+    return tuple(reactors)
 
 
 def _expect(ev, index, relative):

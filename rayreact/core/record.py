@@ -134,6 +134,7 @@ class ActorInfo:
     class_key: Any
     max_concurrency: int = 1
     is_async: bool = False
+    max_task_retries: int = 0
 
     @property
     def concurrent(self) -> bool:
@@ -208,6 +209,7 @@ class Trace:
     actors: dict = field(default_factory=dict)       # actor id -> ActorInfo
     externals: list = field(default_factory=list)
     first_index: int = 0
+    task_options: dict = field(default_factory=dict)  # task target -> the option names it was called with
 
     def event(self, index: int):
         return self.events[index - self.first_index]
@@ -227,6 +229,7 @@ class Trace:
             "externals": self.externals,
             "actors": [[key, asdict(info)] for key, info in self.actors.items()],
             "events": [{"type": type(e).__name__, **asdict(e)} for e in self.events],
+            "task_options": [[key, sorted(names)] for key, names in self.task_options.items()],
         }, default=_jsonable)
 
     @classmethod
@@ -235,7 +238,8 @@ class Trace:
         data = json.loads(text)
         events = [_event_from_dict(d) for d in data["events"]]
         actors = {_hashable(k): ActorInfo(**v) for k, v in data["actors"]}
-        return cls(events, actors, data["externals"], data["first_index"])
+        task_options = {_hashable(k): frozenset(v) for k, v in data.get("task_options", ())}
+        return cls(events, actors, data["externals"], data["first_index"], task_options)
 
 
 def _jsonable(value):
@@ -340,9 +344,14 @@ class Recorder:
 
     # -- rarer events ---------------------------------------------------------
 
+    def on_task_options(self, target, option_names) -> None:
+        """The options a task call site was submitted with (what replay can honour depends on them)."""
+        self.trace.task_options[target] = frozenset(option_names)
+
     def on_actor_create(self, class_key, actor, args: Sequence = (), kwargs: Mapping | None = None,
                         max_concurrency: int = 1, is_async: bool = False,
-                        nested: Mapping | None = None, call_site: str | None = None) -> None:
+                        nested: Mapping | None = None, call_site: str | None = None,
+                        max_task_retries: int = 0) -> None:
         index = self._next
         self._next = index + 1
         nested = nested or {}
@@ -350,7 +359,7 @@ class Recorder:
         kw_refs = tuple((k, self._nested(v, nested.get(k))) for k, v in (kwargs or {}).items())
         self._events.append(ActorCreate(index, call_site or self.call_site(), class_key, actor,
                                         arg_refs, kw_refs, max_concurrency, is_async))
-        self.trace.actors[actor] = ActorInfo(class_key, max_concurrency, is_async)
+        self.trace.actors[actor] = ActorInfo(class_key, max_concurrency, is_async, max_task_retries)
 
     def on_cancel(self, ref, call_site: str | None = None) -> None:
         index = self._next

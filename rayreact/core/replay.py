@@ -65,7 +65,7 @@ import time
 
 from .. import exceptions
 from .refs import ObjectRef, ObjectRefGenerator
-from . import channel, ids, refcount, serialization, submission
+from . import admission, channel, ids, refcount, serialization, submission
 from .infer import infer
 from .record import ACTOR_METHOD, TASK, ActorInfo, Recorder
 from .replay_handover import Handover
@@ -89,7 +89,6 @@ COOLDOWN_MAX = 1 << 16
 # many events without a barrier: infer prefers to cut a period at a barrier, but needs none.
 BARRIER_FREE = 32
 
-REPLAYED_TASK_OPTIONS = frozenset(("num_returns", "max_retries", "name"))
 
 
 def _take_descriptor(tok):
@@ -142,7 +141,8 @@ class Reactor(RuntimeFront):
         with rt.lock:
             for aid, a in rt.actors.items():
                 if a.state != "DEAD":
-                    actors[aid] = ActorInfo(a.class_name, a.max_concurrency or 1, bool(getattr(a, "is_async", False)))
+                    actors[aid] = ActorInfo(a.class_name, a.max_concurrency or 1, bool(getattr(a, "is_async", False)),
+                                            a.max_task_retries)
         internal = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))),)
         self.recorder = Recorder(ObjectRef, ref_id=_ref_id, internal=internal, actors=actors, first_index=self.index)
         self.tasks = {}                  # a plan only names tasks of the trace it came from
@@ -296,12 +296,9 @@ class Reactor(RuntimeFront):
         if barrier_free and any(c.source == "period" and not c.uses for c in plan.connections):
             return
         self.plans_found += 1
-        if not plan.replayable:
-            self._refuse("; ".join(plan.blockers))
-            return
-        problem = _unsupported(plan, self.tasks)
-        if problem:
-            self._refuse(problem)
+        refusals = admission.refusals(plan, self.recorder.trace)
+        if refusals:
+            self._refuse("; ".join(refusals))
             return
         self.pending = plan
 
@@ -355,6 +352,7 @@ class Reactor(RuntimeFront):
             if self.state is RECORDING:
                 target = _task_target(remote_function, options)
                 self.tasks[target] = (target, remote_function, options)
+                self.recorder.on_task_options(target, options)
                 self._record_submit(TASK, target, None, args, kwargs, num_returns, out)
             return out
 
@@ -417,7 +415,8 @@ class Reactor(RuntimeFront):
             if self.state is RECORDING:
                 concurrency = options.get("max_concurrency") or (1000 if actor_class._is_async else 1)
                 self.recorder.on_actor_create(actor_class._cls.__qualname__, handle._actor_id, args, kwargs or {},
-                                              concurrency, actor_class._is_async)
+                                              concurrency, actor_class._is_async,
+                                              max_task_retries=options.get("max_task_retries") or 0)
                 self._recorded("create")
             return handle
 
@@ -579,40 +578,6 @@ def _task_target(remote_function, options):
     return f"{key} ({extra})"
 
 
-def _unsupported(plan, tasks):
-    """Reasons this replay engine declines a plan that infer finds replayable."""
-    conns = plan.connections
-    for reaction in plan.reactions:
-        if reaction.op != "task":
-            continue
-        where = f"position {reaction.position}"
-        known = tasks.get(reaction.target)
-        if known is None:
-            return f"{where}: a task this driver did not record"
-        options = known[2]
-        extra = sorted(set(options) - REPLAYED_TASK_OPTIONS)
-        if extra:
-            return f"{where}: a task with options {', '.join(extra)} (only num_returns, max_retries and name " \
-                   "are replayed)"
-        # A lent worker's death reruns its calls from what the driver holds: it must hold every input and
-        # be the only reader of every output, or the rerun would need values that lived only in workers.
-        for inp in reaction.inputs():
-            if conns[inp.connection].reactor != "driver":
-                return f"{where}: a task fed by another reaction's result (tasks read only driver values)"
-        for cid in reaction.outputs:
-            if any(u.reactor != "driver" for u in conns[cid].uses):
-                return f"{where}: a task whose result feeds another reaction (only get/wait read task results)"
-    for q, expect in enumerate(plan.guard.expects):
-        sig = expect.signature
-        if sig[0] == "Submit" and (type(sig[4]) is not int or sig[4] < 0):
-            return f"position {q}: a generator call (num_returns={sig[4]!r}) has no fixed outputs"
-    for reaction in plan.reactions:
-        for inp in reaction.inputs():
-            if inp.passing == "ref":
-                return f"position {reaction.position}: a ref nested in an argument (passed as a ref)"
-    return None
-
-
 class ReplayRun:
     """One compiled plan running: the rings, the per-position driver ops, the tokens in flight.
 
@@ -699,25 +664,16 @@ class ReplayRun:
 
     # ------------------------------------------------------------------ plan checks
     def _check_actors(self):
-        """Every actor reactor names a live, single-threaded actor whose calls are never retried; until its
-        worker is known ready, ``links`` holds the actor's state."""
+        """Every actor reactor names a live actor (core.admission has checked what kind of actor it is); until
+        its worker is known ready, ``links`` holds the actor's state."""
         rt = self.rt
         with rt.lock:
             for r in self.plan.reactors:
-                if r.kind in ("driver", "task"):
-                    continue
                 if r.kind != "actor":
-                    raise Refused(f"{r.name}: only actor and task reactors are replayed")
-                aid = bytes.fromhex(r.actor)
-                a = rt.actors.get(aid)
+                    continue
+                a = rt.actors.get(bytes.fromhex(r.actor))
                 if a is None or a.state == "DEAD":
                     raise Refused(f"{r.name}: the actor is dead")
-                if a.max_concurrency != 1 or getattr(a, "is_async", False):
-                    raise Refused(f"{r.name}: threaded or async actor")
-                if a.max_task_retries:
-                    # Calls that may be retried after a restart are re-sent by the dynamic runtime only.
-                    raise Refused(f"{r.name}: an actor whose calls may be retried (max_task_retries) is not "
-                                  "replayed")
                 self.links[r.name] = a
 
     def _wait_for_dynamic_calls(self, seed_ids, task_workers_needed):

@@ -1,0 +1,113 @@
+"""Whether a plan may replay: the one place that decides it, with every reason.
+
+::
+
+    record ──Trace──▶ infer ──Plan──▶ refusals(plan, trace) ──▶ none: replay    some: explain() lists them
+                        │                 │
+                        └─ blockers() ────┤  the pattern is no fixed reactor graph (Plan.blockers)
+                                          └─ engine_limits()  a fixed graph this replay engine does not run yet
+
+Two levels, kept apart so that a plan says what the *pattern* is whatever the engine can do: ``infer``
+fills ``Plan.blockers`` with :func:`blockers` (concurrent actors, counts that are not fixed, values read
+too many periods late); :func:`engine_limits` adds what core.replay cannot run yet (tasks reading or
+feeding other reactions, refs nested in arguments, task options it does not honour, actors whose calls
+may be retried).  The reactor replays a plan only if :func:`refusals` is empty, and ``explain()`` lists
+each refusal it met with its count.  Everything here is pure and reads plain data: the plan, and what the
+trace recorded beside its events (each actor's concurrency and retry setting, the options of each task
+call site).
+
+Whether a replayable plan can *start* at a given moment (its actors still alive, the calls before the
+switch point done, pool workers idle to lend) is not a property of the pattern: ``ReplayRun`` finds that
+out when it starts, and a start that fails is reported as such.
+"""
+
+from __future__ import annotations
+
+from .plan import DRIVER
+
+# Task options the replay engine honours; a call site with any other runs dynamically.
+REPLAYED_TASK_OPTIONS = frozenset(("num_returns", "max_retries", "name"))
+
+
+def refusals(plan, trace) -> tuple[str, ...]:
+    """Every reason the reactor must not replay ``plan`` (empty: it may), most fundamental first."""
+    return tuple(plan.blockers) + engine_limits(plan, trace)
+
+
+def blockers(plan, trace, max_lag: int) -> tuple[str, ...]:
+    """Why the pattern is no fixed reactor graph: ``Plan.blockers``."""
+    return tuple(_concurrent_actors(plan, trace) + _returns(plan) + _lags(plan, max_lag))
+
+
+def engine_limits(plan, trace) -> tuple[str, ...]:
+    """Why this replay engine does not run a fixed reactor graph (yet)."""
+    return tuple(_retried_actors(plan, trace) + _tasks(plan, trace) + _nested_refs(plan))
+
+
+def _actor_infos(plan, trace):
+    """(reactor, its ActorInfo or None) for each actor reactor (reactors name actors by hex id)."""
+    by_name = {_key(k): info for k, info in trace.actors.items()}
+    return [(r, by_name.get(r.actor)) for r in plan.reactors if r.kind == "actor"]
+
+
+def _concurrent_actors(plan, trace):
+    reasons = []
+    for reactor, info in _actor_infos(plan, trace):
+        if info is None:
+            reasons.append(f"{reactor.name}: created before recording, its concurrency is unknown")
+        elif info.concurrent:
+            reasons.append(f"{reactor.name}: threaded or async actor, its calls have no fixed order")
+    return reasons
+
+
+def _retried_actors(plan, trace):
+    # Calls that may be retried after a restart are re-sent by the dynamic runtime only.
+    return [f"{reactor.name}: an actor whose calls may be retried (max_task_retries) is not replayed"
+            for reactor, info in _actor_infos(plan, trace) if info is not None and info.max_task_retries]
+
+
+def _key(value) -> str:
+    return value.hex() if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def _returns(plan):
+    reasons = []
+    for q, expect in enumerate(plan.guard.expects):
+        sig = expect.signature
+        if sig[0] == "Submit" and (not isinstance(sig[4], int) or sig[4] < 0):
+            reasons.append(f"position {q}: num_returns={sig[4]!r} is not a fixed count")
+    return reasons
+
+
+def _lags(plan, max_lag):
+    return [f"c{c.id} is read {max(u.lag for u in c.uses)} periods after it is written (max_lag {max_lag})"
+            for c in plan.connections if c.uses and max(u.lag for u in c.uses) > max_lag]
+
+
+def _tasks(plan, trace):
+    conns = plan.connections
+    for reaction in plan.reactions:
+        if reaction.op != "task":
+            continue
+        where = f"position {reaction.position}"
+        extra = sorted(trace.task_options.get(reaction.target, frozenset()) - REPLAYED_TASK_OPTIONS)
+        if extra:
+            return [f"{where}: a task with options {', '.join(extra)} (only num_returns, max_retries and name "
+                    "are replayed)"]
+        # A lent worker's death reruns its calls from what the driver holds: it must hold every input and
+        # be the only reader of every output, or the rerun would need values that lived only in workers.
+        for inp in reaction.inputs():
+            if conns[inp.connection].reactor != DRIVER:
+                return [f"{where}: a task fed by another reaction's result (tasks read only driver values)"]
+        for cid in reaction.outputs:
+            if any(u.reactor != DRIVER for u in conns[cid].uses):
+                return [f"{where}: a task whose result feeds another reaction (only get/wait read task results)"]
+    return []
+
+
+def _nested_refs(plan):
+    for reaction in plan.reactions:
+        for inp in reaction.inputs():
+            if inp.passing == "ref":
+                return [f"position {reaction.position}: a ref nested in an argument (passed as a ref)"]
+    return []

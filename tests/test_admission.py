@@ -1,0 +1,62 @@
+"""admission: the one place that decides whether a plan replays (pure; no processes)."""
+
+from rayreact.core import admission
+from rayreact.core.infer import infer
+from rayreact.core.record import Trace
+
+from test_infer import Script
+
+
+def test_a_chain_through_tasks_is_a_graph_the_engine_declines_for_now():
+    s = Script()
+    for step in range(4):
+        s.get(s.task("g", s.task("f", step)))
+    plan = infer(s.trace)
+    assert plan.replayable, "the pattern is a fixed reactor graph"
+    (reason,) = admission.refusals(plan, s.trace)
+    assert "a task whose result feeds another reaction" in reason
+
+
+def test_task_options_the_engine_does_not_honour_are_named():
+    s = Script()
+    for step in range(4):
+        s.get(s.task("f", step))
+    s.rec.on_task_options("f", ["num_cpus", "name"])
+    plan = infer(s.trace)
+    assert plan.replayable
+    (reason,) = admission.refusals(plan, s.trace)
+    assert "a task with options num_cpus" in reason
+    s.rec.on_task_options("f", ["max_retries", "name", "num_returns"])
+    assert admission.refusals(infer(s.trace), s.trace) == ()
+
+
+def test_an_actor_whose_calls_may_be_retried_is_declined_and_a_concurrent_one_blocks_the_pattern():
+    s = Script()
+    s.create("r", max_task_retries=3)
+    for step in range(4):
+        s.get(s.call("r", "f"))
+    plan = infer(s.trace)
+    assert plan.replayable
+    assert "may be retried" in admission.refusals(plan, s.trace)[0]
+    s = Script()
+    s.create("t", max_concurrency=4)
+    for step in range(4):
+        s.get(s.call("t", "f"))
+    plan = infer(s.trace)
+    assert admission.refusals(plan, s.trace) == plan.blockers and "threaded or async" in plan.blockers[0]
+
+
+def test_a_generator_call_has_no_fixed_outputs():
+    s = Script(["a"])
+    for step in range(4):
+        s.call("a", "gen", num_returns=-1)
+    assert "not a fixed count" in infer(s.trace).blockers[0]
+
+
+def test_the_trace_keeps_task_options_and_retry_settings_through_json():
+    s = Script()
+    s.create("r", max_task_retries=2)
+    s.rec.on_task_options("f", ["num_cpus"])
+    back = Trace.from_json(s.trace.to_json())
+    assert back.task_options == {"f": frozenset(["num_cpus"])}
+    assert back.actors["r"].max_task_retries == 2

@@ -157,3 +157,32 @@ def test_the_facade_does_not_probe_the_runtime(path):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr"):
             assert not (node.args and _runtime_expression(node.args[0])), \
                 f"{path}:{node.lineno}: {node.func.id} on the runtime"
+
+
+def test_the_facade_objects_core_reads_declare_what_it_reads():
+    import rayreact
+
+    def f(x):
+        return x
+
+    class C:
+        async def g(self):
+            return 1
+
+    fn = rayreact.remote(f)
+    cls = rayreact.remote(C)
+    assert isinstance(fn, runtime_api.RemoteFunctionInterface)
+    assert isinstance(cls, runtime_api.ActorClassInterface)
+    assert fn._function is f and fn._function_name.endswith("f") and cls._is_async
+    # Core reads no other underscored name of them (the source scan below names every one it reads).
+    declared = set(runtime_api.RemoteFunctionInterface.__annotations__) | \
+        set(runtime_api.ActorClassInterface.__annotations__) | {"_replay_key"}
+    core = os.path.join(ROOT, "rayreact", "core")
+    for name in os.listdir(core):
+        if not name.endswith((".py", ".pyx")):
+            continue
+        with open(os.path.join(core, name)) as source:
+            text = source.read()
+        for var in ("remote_function", "actor_class", "fn", "function", "obj"):
+            for attr in set(__import__("re").findall(rf"\b{var}\._([a-z][a-z_]*)", text)):
+                assert "_" + attr in declared, f"core/{name} reads {var}._{attr}, which no interface declares"

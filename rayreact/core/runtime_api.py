@@ -22,6 +22,9 @@ A layer may stand in front of a runtime by composition (:class:`RuntimeFront`): 
 ``submit_task``, ``submit_actor_call``, ``put``, ``get_values``, ``wait_ids``, ``create_actor``,
 ``kill_actor``, ``cancel``, ``timeline_events`` and ``shutdown`` itself, and passes the rest on.
 
+What core reads of the facade's objects is declared here too (:class:`RemoteFunctionInterface`,
+:class:`ActorClassInterface`): core reaches them through those names only.
+
 This module imports nothing of rayreact: core may use it, the facade may use it.
 """
 
@@ -64,6 +67,33 @@ class RuntimeInfo:
     def __repr__(self):
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
         return f"RuntimeInfo({fields})"
+
+
+@runtime_checkable
+class RemoteFunctionInterface(Protocol):
+    """What core reads of the ``RemoteFunction`` the facade hands to ``submit_task``.
+
+    The names are those of Ray's own ``RemoteFunction`` (hence the underscore: a user's object looks as in
+    Ray).  Core reads these and nothing else of it; it caches the pickled code's id and bytes in
+    ``_code_id``/``_code_pickle`` (core.submission) and the reactor its call-site key in ``_replay_key``.
+    """
+
+    _function: Callable             # the user's function
+    _function_name: str             # "module.qualname": task names, process titles, errors
+    _default_num_returns: Any       # 1, or "streaming" for a generator function
+    _code_id: Optional[bytes]
+    _code_pickle: Optional[bytes]
+
+
+@runtime_checkable
+class ActorClassInterface(Protocol):
+    """What core reads of the ``ActorClass`` the facade hands to ``create_actor`` (Ray's names, as above)."""
+
+    _cls: type                      # the user's class
+    _methods: dict                  # method name -> its options (num_returns, arity), as handles carry them
+    _is_async: bool                 # some method is a coroutine function: an asyncio actor
+    _code_id: Optional[bytes]
+    _code_pickle: Optional[bytes]
 
 
 @runtime_checkable

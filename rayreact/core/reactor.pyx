@@ -460,37 +460,37 @@ class _ReplayHost:
         return self.worker.actor_id
 
 
-def _call_difference(tuple op, actor_id, method, tuple args, dict kwargs, int nret):
+def _call_difference(Op op, actor_id, method, tuple args, dict kwargs, int nret):
     """How a call differs from the plan's call here (None: it is another call altogether)."""
-    if op[0] != _CALL or op[2] != method:
+    if op.kind != CALL or op.method != method:
         return None
-    if op[1] != actor_id:
+    if op.actor != actor_id:
         return "on another actor"
-    if op[3] != nret:
-        return f"with num_returns={nret} (the plan's has {op[3]})"
-    if len(args) != op[4]:
-        return f"with {len(args)} positional arguments (the plan's has {op[4]})"
-    return f"with keyword arguments {sorted(kwargs or ())} (the plan's has {sorted(op[5])})"
+    if op.nret != nret:
+        return f"with num_returns={nret} (the plan's has {op.nret})"
+    if len(args) != op.nargs:
+        return f"with {len(args)} positional arguments (the plan's has {op.nargs})"
+    return f"with keyword arguments {sorted(kwargs or ())} (the plan's has {sorted(op.kwnames)})"
 
 
-def _get_difference(tuple op, object_ids, timeout):
+def _get_difference(Op op, object_ids, timeout):
     n = len(object_ids)
-    if op[0] != _GET:
+    if op.kind != GET:
         return f"a get of {n} refs"
-    if n != len(<tuple>op[1]):
-        return f"a get of {n} refs (the plan's takes {len(<tuple>op[1])})"
+    if n != len(op.reads):
+        return f"a get of {n} refs (the plan's takes {len(op.reads)})"
     return "a get with a timeout (the plan's has none)" if timeout is not None else \
         "a get without a timeout (the plan's has one)"
 
 
-def _wait_difference(tuple op, object_ids, int num_returns, timeout):
+def _wait_difference(Op op, object_ids, int num_returns, timeout):
     n = len(object_ids)
-    if op[0] != _WAIT:
+    if op.kind != WAIT:
         return f"a wait on {n} refs for {num_returns}"
-    if n != len(<tuple>op[1]):
-        return f"a wait on {n} refs (the plan's waits on {len(<tuple>op[1])})"
-    if num_returns != op[2]:
-        return f"a wait for num_returns={num_returns} (the plan's waits for {op[2]})"
+    if n != len(op.reads):
+        return f"a wait on {n} refs (the plan's waits on {len(op.reads)})"
+    if num_returns != op.num_returns:
+        return f"a wait for num_returns={num_returns} (the plan's waits for {op.num_returns})"
     return "a wait with a timeout (the plan's has none)" if timeout is not None else \
         "a wait without a timeout (the plan's has one)"
 
@@ -932,7 +932,45 @@ def handle(worker, msg):
 
 
 # ====================================================================== the driver's hot path
-_CALL, _PUT, _GET, _WAIT = 0, 1, 2, 3
+CALL, PUT, GET, WAIT = 0, 1, 2, 3      # an Op's kind
+
+
+cdef class Op:
+    """One position of the period as the driver runs it: what the guard expects there, and where the call
+    goes.  core.replay_wiring compiles one per position from the plan; the DriverPath reads the fields
+    directly, and the run's other parts by name (the one form of the driver's part of a plan).
+
+    A *read* (``specs`` of a call's arguments, ``reads`` of a get or wait) is None for a literal argument,
+    ``(connection, distance, ret, None)`` for a value made ``distance`` events before, or
+    ``(connection, None, ret, (token key, ref id))`` for a constant made before the period."""
+    cdef public int kind
+    cdef public int64_t position
+    cdef public str label               # what explain() and deviation messages call it
+    # calls
+    cdef public object actor            # actor id, or replay_ops.TASK_CALLER for a task call site
+    cdef public object method           # method name, or the task's guard target
+    cdef public int nret
+    cdef public int nargs
+    cdef public tuple kwnames
+    cdef public tuple specs
+    cdef public object link             # replay_ops.Link of the worker it runs on
+    cdef public tuple outputs           # connection ids, one per return
+    cdef public bint feeds_workers      # some output is read by a worker (not only by the driver)
+    cdef public object inflight         # the link's deque of calls not yet known to have run (lent task workers)
+    # gets and waits
+    cdef public tuple reads
+    cdef public bint timeout            # the script gave a timeout
+    cdef public int num_returns
+    # puts
+    cdef public int conn
+    cdef public tuple readers           # the links of the workers that read the put value
+
+    def __init__(self, int kind, int64_t position):
+        self.kind = kind
+        self.position = position
+        self.label = ""
+        self.kwnames = self.specs = self.outputs = self.reads = self.readers = ()
+        self.conn = -1
 
 _IMMUTABLE = frozenset([int, float, bool, str, bytes, type(None)])
 _MEMO_ARRAY_BYTES = 64 * 1024
@@ -998,13 +1036,8 @@ cdef class DriverPath:
 
     ``replay.ReplayRun`` owns it and handles everything rare (deviations, the period
     boundary's bookkeeping, deaths, notes, deoptimization); this class only runs
-    what every call of a matching script runs.  Ops are tuples, one per position::
-
-        call: (0, actor id, method, nret, nargs, kwnames, specs, link, outputs, label, inflight)
-              specs: None (literal) | (conn, distance, ret, None) | (conn, None, ret, (token key, ref id))
-        put:  (1, ...)                       handled by the run
-        get:  (2, reads, timeout given)      reads: like specs
-        wait: (3, reads, num_returns, timeout given)
+    what every call of a matching script runs, from ``ops``: an :class:`Op` per position (a put's is
+    handled by the run).
 
     What it asks of its run, all public there: ``deviate``, ``deviate_call``, ``begin_period``,
     ``absorb_deaths``, ``reap_arg_files``, ``deopt_at_next_call``, ``worker_noted``, ``task_worker_lost``;
@@ -1088,15 +1121,15 @@ cdef class DriverPath:
     def call(self, actor_id, method, tuple args, dict kwargs, int nret):
         cdef int64_t idx = self.idx
         cdef int64_t q = (idx - self.start) % self.period
-        cdef tuple op = <tuple>self.ops[q]
+        cdef Op op = <Op>self.ops[q]
         cdef tuple spec, const
         cdef dict given = self.given
         cdef Py_ssize_t i, n
-        if (op[0] != _CALL or op[1] != actor_id or op[2] != method or op[3] != nret or len(args) != op[4]
-                or (tuple(kwargs) if kwargs else ()) != op[5]):
+        if (op.kind != CALL or op.actor != actor_id or op.method != method or op.nret != nret
+                or len(args) != op.nargs or (tuple(kwargs) if kwargs else ()) != op.kwnames):
             return self.run.deviate_call(actor_id, method, _call_difference(op, actor_id, method, args, kwargs, nret))
         values = args if not kwargs else args + tuple(kwargs.values())
-        specs = <tuple>op[6]
+        specs = op.specs
         ref_type = self.ref_type
         literals = []
         n = len(specs)
@@ -1119,7 +1152,7 @@ cdef class DriverPath:
                 return self.run.deviate_call(actor_id, method, "with another ref")
         if q == 0 and idx != self.first and not self.run.begin_period(idx):
             return self.deopt
-        link = op[7]
+        link = op.link
         if literals:
             payload = self.last_literals.lookup(literals)
             if payload is not None:
@@ -1130,7 +1163,7 @@ cdef class DriverPath:
                     return self.run.deviate_call(actor_id, method, "with refs nested in an argument")
         else:
             frame = INVOKE_HEADER.pack(INVOKE, idx, 0)
-        inflight = op[10]                  # the link's deque if it is a lent task worker, else None
+        inflight = op.inflight
         if inflight is not None:
             # A task reactor: what it takes to run this call again, should its worker die first (Ray retries).
             inflight.append((idx, frame, values))
@@ -1138,7 +1171,7 @@ cdef class DriverPath:
         self.write(link, frame)
         windows = self.windows
         window = windows[len(windows) - 1][1]
-        outputs = <tuple>op[8]
+        outputs = op.outputs
         new_id = self.new_id
         if nret == 1:
             oid = new_id()
@@ -1177,11 +1210,11 @@ cdef class DriverPath:
     def get(self, object_ids, timeout):
         cdef int64_t idx = self.idx
         cdef int64_t q = (idx - self.start) % self.period
-        cdef tuple op = <tuple>self.ops[q]
+        cdef Op op = <Op>self.ops[q]
         cdef Token tok
-        if op[0] != _GET or len(object_ids) != len(<tuple>op[1]) or op[2] != (timeout is not None):
+        if op.kind != GET or len(object_ids) != len(op.reads) or op.timeout != (timeout is not None):
             return self.run.deviate(_get_difference(op, object_ids, timeout))
-        keys = self._match(<tuple>op[1], object_ids)
+        keys = self._match(op.reads, object_ids)
         if keys is None:
             return self.run.deviate("a get of other refs than the plan's (not the results it expects here)")
         if q == 0 and idx != self.first and not self.run.begin_period(idx):
@@ -1212,11 +1245,11 @@ cdef class DriverPath:
     def wait(self, object_ids, int num_returns, timeout):
         cdef int64_t idx = self.idx
         cdef int64_t q = (idx - self.start) % self.period
-        cdef tuple op = <tuple>self.ops[q]
-        if (op[0] != _WAIT or len(object_ids) != len(<tuple>op[1]) or op[2] != num_returns
-                or op[3] != (timeout is not None)):
+        cdef Op op = <Op>self.ops[q]
+        if (op.kind != WAIT or len(object_ids) != len(op.reads) or op.num_returns != num_returns
+                or op.timeout != (timeout is not None)):
             return self.run.deviate(_wait_difference(op, object_ids, num_returns, timeout))
-        keys = self._match(<tuple>op[1], object_ids)
+        keys = self._match(op.reads, object_ids)
         if keys is None:
             return self.run.deviate("a wait on other refs than the plan's (not the results it expects here)")
         if q == 0 and idx != self.first and not self.run.begin_period(idx):

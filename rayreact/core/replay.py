@@ -69,7 +69,7 @@ from . import admission, channel, ids, refcount, serialization, submission
 from .infer import infer
 from .record import ACTOR_METHOD, TASK, ActorInfo, Recorder
 from .replay_handover import Handover
-from .replay_ops import DEOPT, PUT, TASK_CALLER, Link, Refused, TaskSlot
+from .replay_ops import DEOPT, TASK_CALLER, Link, Refused, TaskSlot
 from .replay_wiring import Wiring
 from .runtime import READY
 from .runtime_api import RuntimeFront
@@ -597,7 +597,7 @@ class ReplayRun:
                     ``task_of``, ``links`` (reactor name -> replay_ops.Link once the workers are taken)
         built by the wiring, read by both
                     ``bell``, ``gather``, ``poller``, ``spin``, ``paths`` (files to remove), ``ring_paths``,
-                    ``writer_of``, ``const_key``, ``ops`` (replay_ops.Op per position), ``fast`` (the
+                    ``writer_of``, ``const_key``, ``ops`` (reactor.Op per position), ``fast`` (the
                     DriverPath), ``started_workers``
         state       ``given``, ``cache``, ``windows``, ``death_payloads`` (the DriverPath's), ``handed``,
                     ``dead_pending``, ``seed_views``, ``lent``, ``abandoned``, ``handover`` (the thread),
@@ -877,7 +877,7 @@ class ReplayRun:
         idx = self.idx
         q = (idx - self.start) % self.P
         op = self.ops[q]
-        if op.kind != PUT:
+        if op.kind != self.ext.PUT:
             return self.deviate("a put")
         if isinstance(value, ObjectRef):
             return self.deviate("a put of a ref")

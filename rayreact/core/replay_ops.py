@@ -1,8 +1,8 @@
 """What a replay run is made of: the records the run, its parts and the DriverPath share.
 
-``ReplayRun`` (core.replay) holds a ``Link`` per replaying worker and an ``Op`` per plan position;
+``ReplayRun`` (core.replay) holds a ``Link`` per replaying worker and a reactor.Op per plan position;
 ``replay_wiring`` opens the links' rings and compiles the ops, ``replay_handover`` reads both when the
-run ends, and reactor.DriverPath runs the ops as tuples.  ``DEOPT`` is the fast paths' answer for "run
+run ends, and reactor.DriverPath runs the ops.  ``DEOPT`` is the fast paths' answer for "run
 this call dynamically", ``TASK_CALLER`` the actor id a replayed task call has in the guard, and
 ``Refused`` says why a plan cannot run.  Plain records only: this module imports nothing of the reactor
 layer, so each of those modules may import it.
@@ -16,7 +16,6 @@ from .. import exceptions
 
 DEOPT = object()                       # a fast path's answer: "deoptimized, run this call dynamically"
 TASK_CALLER = "task"                   # a replayed task call's "actor id" in the DriverPath's guard
-CALL, PUT, GET, WAIT = range(4)        # an op's kind: the first field of the DriverPath's op tuples
 
 
 class Refused(Exception):
@@ -52,9 +51,3 @@ class Link:
         self.arg_files = collections.deque()   # (index, path): argument segments of invocations not yet run
         # A lent task worker's calls not yet known to have run: (index, invocation frame, argument values).
         self.inflight = collections.deque() if isinstance(actor, TaskSlot) else None
-
-
-class Op:
-    __slots__ = ("kind", "position", "actor", "method", "nret", "nargs", "kwnames", "specs", "link", "outputs",
-                 "reads", "timeout", "num_returns", "label", "readers", "conn", "feeds_workers")
-

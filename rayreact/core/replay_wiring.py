@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from . import channel, ids, wire, serialization, submission
 from .refs import ObjectRef
-from .replay_ops import CALL, DEOPT, GET, PUT, TASK_CALLER, WAIT, Op, Refused
+from .replay_ops import DEOPT, TASK_CALLER, Refused
 
 RING_CAPACITY = 1 << 20
 
@@ -206,7 +206,7 @@ class Wiring:
         self.const_ids = {cid: trace.ref_id(key[1], conns[cid].ret) for cid, key in run.const_key.items()}
         for op in run.ops:
             self._bind_consts(op)
-        run.fast.ops = [self._as_tuple(op) for op in run.ops]
+        run.fast.ops = list(run.ops)
 
     # ------------------------------------------------------------------ compile helpers
     def _ring(self, path):
@@ -217,9 +217,15 @@ class Wiring:
         return ring
 
     def _compile(self, reaction, readers):
+        """The reactor.Op of one position: the plan's reaction, as the driver runs it."""
         run = self.run
-        op = Op()
-        op.position = q = reaction.position
+        ext = run.ext
+        q = reaction.position
+        kind = {"actor_method": ext.CALL, "task": ext.CALL, "put": ext.PUT, "get": ext.GET,
+                "wait": ext.WAIT}.get(reaction.op)
+        if kind is None:
+            raise Refused(f"position {q}: {reaction.op} is not replayed")
+        op = ext.Op(kind, q)
         P = run.P
         conns = run.plan.connections
         const_key = run.const_key
@@ -230,17 +236,17 @@ class Wiring:
                 return (c.id, None, c.ret, const_key[c.id])
             return (c.id, inp.lag * P + q - c.producer, c.ret, None)
 
-        if reaction.op in ("actor_method", "task"):
-            op.kind = CALL
+        if kind == ext.CALL:
             link = run.links[reaction.reactor]
             op.link = link
+            op.inflight = link.inflight
             if reaction.op == "task":
                 op.actor = TASK_CALLER
                 op.method = run.task_of[reaction.target][0]
             else:
                 op.actor = link.actor.actor_id
                 op.method = reaction.target
-            op.outputs = reaction.outputs
+            op.outputs = tuple(reaction.outputs)
             op.feeds_workers = any(x != "driver" for cid in reaction.outputs for x in readers[cid])
             op.nret = len(reaction.outputs)
             positional = [a for a in reaction.args if not isinstance(a.name, str)]
@@ -249,21 +255,13 @@ class Wiring:
             op.specs = tuple(None if a.input is None else read(a.input) for a in reaction.args)
             op.label = (run.task_of[reaction.target][1]._function_name.rsplit(".", 1)[-1] if reaction.op == "task"
                         else f"{link.actor.class_name}.{reaction.target}")
-        elif reaction.op == "put":
-            op.kind = PUT
+        elif kind == ext.PUT:
             op.conn = reaction.outputs[0]
             op.readers = tuple(run.links[x] for x in readers[op.conn] if x != "driver")
             op.label = "put"
-        elif reaction.op == "get":
-            op.kind = GET
-            op.reads = tuple(read(i) for i in reaction.reads)
-            op.label = "get"
-        elif reaction.op == "wait":
-            op.kind = WAIT
-            op.reads = tuple(read(i) for i in reaction.reads)
-            op.label = "wait"
         else:
-            raise Refused(f"position {q}: {reaction.op} is not replayed")
+            op.reads = tuple(read(i) for i in reaction.reads)
+            op.label = reaction.op
         expect = run.plan.guard.expects[q].signature
         if reaction.op == "get":
             op.timeout = expect[3]
@@ -271,24 +269,14 @@ class Wiring:
             op.num_returns, op.timeout = expect[2], expect[3]
         return op
 
-    @staticmethod
-    def _as_tuple(op):
-        if op.kind == CALL:
-            return (CALL, op.actor, op.method, op.nret, op.nargs, op.kwnames, op.specs, op.link, tuple(op.outputs),
-                    op.label, op.link.inflight)
-        if op.kind == GET:
-            return (GET, op.reads, op.timeout)
-        if op.kind == WAIT:
-            return (WAIT, op.reads, op.num_returns, op.timeout)
-        return (PUT,)
-
     def _bind_consts(self, op):
         # Constant reads name a fixed ref id: (conn, None, ret, const key) -> (conn, None, ret, (key, id)).
         const_ids = self.const_ids
-        if op.kind == CALL:
+        ext = self.run.ext
+        if op.kind == ext.CALL:
             op.specs = tuple(s if s is None or s[3] is None else (s[0], None, s[2], (s[3], const_ids[s[0]]))
                              for s in op.specs)
-        elif op.kind in (GET, WAIT):
+        elif op.kind in (ext.GET, ext.WAIT):
             op.reads = tuple(s if s[3] is None else (s[0], None, s[2], (s[3], const_ids[s[0]]))
                              for s in op.reads)
 

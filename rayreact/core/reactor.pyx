@@ -495,6 +495,58 @@ def _wait_difference(Op op, object_ids, int num_returns, timeout):
         "a wait without a timeout (the plan's has one)"
 
 
+cdef class Step:
+    """One reaction a worker runs, at its position of the period: its target (a method name, or a task's
+    code id), where each argument comes from (``specs``: ``(name, A_LITERAL, literal slot, 0)``,
+    ``(name, A_CONST, connection, token key)`` or ``(name, A_PERIOD, connection, distance)``), the
+    connections its returns go to, and its name in errors and process titles."""
+    cdef public object target
+    cdef public tuple specs
+    cdef public tuple outputs
+    cdef public str display
+
+    def __init__(self, target, tuple specs, tuple outputs, str display):
+        self.target = target
+        self.specs = specs
+        self.outputs = outputs
+        self.display = display
+
+    def __reduce__(self):
+        return (Step, (self.target, self.specs, self.outputs, self.display))
+
+
+class Program:
+    """A worker's part of a plan, as core.replay_wiring compiles it and sends it in ``wire.Reactor('start',
+    program)``: the worker runs ``steps`` (position -> :class:`Step`) once per period.
+
+    ``plan`` the run's number; ``name`` the reactor's; ``period``, ``start`` the plan's; ``routes``:
+    connection -> (whether this worker reads it too, indices of the out rings to its other readers);
+    ``writers``: connection -> the reactor writing it; ``in_rings``/``out_rings``: (path, doorbell path) of
+    each ring (the first of each: from and to the driver); ``const_conns``: connections holding constants;
+    ``keep``, ``retain``: how many positions back tokens are kept (read again, handed over); the rest names
+    the worker's files and the spin to use while replaying (``dynamic_spin``: restored after)."""
+
+    FIELDS = ("plan", "name", "period", "start", "steps", "routes", "writers", "in_rings", "out_rings",
+              "const_conns", "keep", "retain", "shm_prefix", "timeline", "spin", "gather", "pool_limit",
+              "dynamic_spin")
+    __slots__ = FIELDS
+
+    def __init__(self, **fields):
+        missing = set(self.FIELDS) - set(fields)
+        unknown = set(fields) - set(self.FIELDS)
+        if missing or unknown:
+            raise TypeError(f"Program: missing {sorted(missing)}, unknown {sorted(unknown)}")
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+    def __reduce__(self):
+        return (_program, tuple(getattr(self, name) for name in self.FIELDS))
+
+
+def _program(*values):
+    return Program(**dict(zip(Program.FIELDS, values)))
+
+
 cdef class WorkerReactor:
     """Runs one worker's static reaction order until the driver says STOP."""
 
@@ -535,16 +587,16 @@ cdef class WorkerReactor:
     def __init__(self, worker, program):
         self.worker = worker
         self.program = program
-        self.period = program["period"]
-        self.start = program["start"]
-        self.keep = program["keep"]
-        self.retain = program["retain"]
-        self.reactions = program["reactions"]
+        self.period = program.period
+        self.start = program.start
+        self.keep = program.keep
+        self.retain = program.retain
+        self.reactions = program.steps
         self.first_position = min(self.reactions)
-        self.routes = program["routes"]
-        self.writers = program["writers"]
-        self.shm_prefix = program["shm_prefix"]
-        self.const_conns = program["const_conns"]
+        self.routes = program.routes
+        self.writers = program.writers
+        self.shm_prefix = program.shm_prefix
+        self.const_conns = program.const_conns
         self.buf = {}
         self.consts = {}
         self.retained = {}
@@ -557,28 +609,28 @@ cdef class WorkerReactor:
         self.bells = {}
         self.host = _ReplayHost(worker, self.shm_prefix)
         self.in_rings = []
-        for path, writer_bell in program["in_rings"]:
+        for path, writer_bell in program.in_rings:
             ring = channel.Ring(path)
             ring.writer_bell = self._bell(writer_bell)
             self.in_rings.append(ring)
         self.inbox = self.in_rings[0]
         self.out_rings = []
-        for path, reader_bell in program["out_rings"]:
+        for path, reader_bell in program.out_rings:
             ring = channel.Ring(path)
             ring.reader_bell = self._bell(reader_bell) if reader_bell else None
             self.out_rings.append(ring)
         self.to_driver = self.out_rings[0]
-        self.gather = Gather(program["gather"])
+        self.gather = Gather(program.gather)
         self.poller = channel.Poller(worker._bell)
         self.poller.set_rings(self.in_rings + [worker._inbound])
-        self.log = TimelineLog(program["timeline"], False)
+        self.log = TimelineLog(program.timeline, False)
         self.log_count = self.log.count
         self.log_records = self.log.records
         self.logged = self.log_count[0]
-        if program.get("spin") is not None:
-            channel.set_spin_seconds(program["spin"])      # restored from program["dynamic_spin"] on close
+        if program.spin is not None:
+            channel.set_spin_seconds(program.spin)        # restored from program.dynamic_spin on close
         if not serialization.segment_pool.limit:
-            serialization.segment_pool.limit = program.get("pool_limit", 0)
+            serialization.segment_pool.limit = program.pool_limit or 0
         handoff.ready()
 
     def _bell(self, path):
@@ -699,7 +751,8 @@ cdef class WorkerReactor:
         cdef double t0 = monotonic_s()
         cdef Token tok
         cdef Token failed = None
-        method, specs, outputs, name = self.reactions[position]
+        cdef Step step = <Step>self.reactions[position]
+        method, specs, outputs, name = step.target, step.specs, step.outputs, step.display
         if position == self.first_position:
             self._age(index)
         args_path = None
@@ -882,14 +935,14 @@ cdef class WorkerReactor:
             self._write(self.to_driver, control_frame(HANDOVER, (tuple(key), desc)))
         for ring in self.in_rings[1:]:
             ring.mark_closed()
-        self._write(self.to_driver, control_frame(STOPPED, self.program["plan"]))
+        self._write(self.to_driver, control_frame(STOPPED, self.program.plan))
         # Values the driver adopted may nest refs we keep alive: hold them until it has them.  The calls
         # held back run now, first, and so do calls that arrive before the ACK: another worker's reaction,
         # which the driver's handover still waits for, may need one of them.
         worker = self.worker
         worker._deferred.extendleft(reversed(self.held))
         self.held.clear()
-        plan_id = self.program["plan"]
+        plan_id = self.program.plan
         while worker._running:
             msg = worker._next_message(False)
             if msg is None:
@@ -918,8 +971,8 @@ cdef class WorkerReactor:
         self.log_count = self.log_records = None
         self.log.close()
         self.gather.close()
-        if self.program.get("dynamic_spin") is not None:
-            channel.set_spin_seconds(self.program["dynamic_spin"])
+        if self.program.dynamic_spin is not None:
+            channel.set_spin_seconds(self.program.dynamic_spin)
 
 
 def handle(worker, msg):

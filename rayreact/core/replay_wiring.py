@@ -100,20 +100,18 @@ class Wiring:
         plan, P = run.plan, run.P
         r = plan.reactor(name)
         in_rings, out_rings, out_index = self._rings_of(name, link, pair_path)
-        reactions, writers, keep = self._reactions_of(r, link)
+        steps, writers, keep = self._steps_of(r, link)
         routes = {}
         for q in r.schedule:
             for cid in plan.reactions[q].outputs:
                 rs = readers[cid]
                 routes[cid] = (name in rs, tuple(out_index[x] for x in rs if x != name))
-        return {
-            "plan": run.number, "name": name, "period": P, "start": plan.start, "reactions": reactions,
-            "routes": routes, "writers": writers, "in_rings": in_rings, "out_rings": out_rings,
-            "const_conns": frozenset(run.const_key), "keep": keep + P, "retain": (run.R + 1) * P,
-            "shm_prefix": f"{prefix}-w{link.w.index}", "timeline": link.timeline.path, "spin": run.spin,
-            "gather": run.gather.path, "pool_limit": serialization.segment_pool.limit,
-            "dynamic_spin": run.rt.spin_seconds,
-        }
+        return run.ext.Program(
+            plan=run.number, name=name, period=P, start=plan.start, steps=steps, routes=routes,
+            writers=writers, in_rings=in_rings, out_rings=out_rings, const_conns=frozenset(run.const_key),
+            keep=keep + P, retain=(run.R + 1) * P, shm_prefix=f"{prefix}-w{link.w.index}",
+            timeline=link.timeline.path, spin=run.spin, gather=run.gather.path,
+            pool_limit=serialization.segment_pool.limit, dynamic_spin=run.rt.spin_seconds)
 
     def _rings_of(self, name, link, pair_path):
         """A worker's rings in (path, bell to ring) and out, and the index of its out ring per reader."""
@@ -130,13 +128,13 @@ class Wiring:
                 out_rings.append((path, links[reader].w.bell.path))
         return in_rings, out_rings, out_index
 
-    def _reactions_of(self, r, link):
+    def _steps_of(self, r, link):
         """Per position a worker runs: what it calls, where each argument comes from, what it makes; the
         writer of each connection it reads, and how many positions back it must keep values."""
         run = self.run
         plan, P, ext = run.plan, run.P, run.ext
         conns = plan.connections
-        reactions, writers, keep = {}, {}, P
+        steps, writers, keep = {}, {}, P
         for q in r.schedule:
             reaction = plan.reactions[q]
             specs, slot = [], 0
@@ -158,8 +156,8 @@ class Wiring:
                 method, display = submission.code_id_of(fn), fn._function_name
             else:
                 method, display = reaction.target, f"{link.actor.class_name}.{reaction.target}"
-            reactions[q] = (method, tuple(specs), tuple(reaction.outputs), display)
-        return reactions, writers, keep
+            steps[q] = ext.Step(method, tuple(specs), tuple(reaction.outputs), display)
+        return steps, writers, keep
 
     # ------------------------------------------------------------------ the driver's side, and the start
     def _build_driver_path(self, readers):

@@ -124,6 +124,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, object_s
                                                ignore_reinit_error=ignore_reinit_error, **kwargs)
             return _context_info()
         job_config = kwargs.get("job_config")
+        default_actor_lifetime = None
         if job_config is not None:
             from .job_config import JobConfig
             if not isinstance(job_config, JobConfig):
@@ -133,6 +134,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, object_s
                 namespace = job_config.ray_namespace
             if runtime_env is None and job_config.runtime_env:
                 runtime_env = job_config.runtime_env
+            default_actor_lifetime = job_config.default_actor_lifetime
         if runtime_env is not None and not isinstance(runtime_env, dict):
             runtime_env = dict(runtime_env)
         if runtime_env:
@@ -152,7 +154,8 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, object_s
             from .core.runtime import Runtime
             rt = Runtime(num_cpus=num_cpus, num_gpus=num_gpus, resources=resources,
                          object_store_memory=object_store_memory, namespace=namespace, runtime_env=runtime_env,
-                         log_to_driver=True if log_to_driver is None else log_to_driver)
+                         log_to_driver=True if log_to_driver is None else log_to_driver,
+                         default_actor_lifetime=default_actor_lifetime)
             if _reactor:
                 from .core.replay import Reactor
                 rt = Reactor(rt)            # in front of the dynamic runtime: every API call reaches it first

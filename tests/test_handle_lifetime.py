@@ -201,3 +201,32 @@ def test_detached_actor_outlives_its_handles(ray_backend):
     assert ray_backend.get(again.pid.remote()) == pid
     ray_backend.kill(again)
     wait_until(lambda: not process_exists(pid))
+
+
+
+def test_a_non_detached_actor_dies_with_the_worker_that_created_it(ray_backend):
+    import signal as signals
+
+    from conftest import wait_until_calls_fail
+
+    child_class = ray_backend.remote(Target)
+
+    class Owner:
+        def make_child(self, lifetime):
+            self.child = child_class.options(lifetime=lifetime).remote() if lifetime else child_class.remote()
+            ray_backend.get(self.child.pid.remote())
+            return self.child
+
+        def pid(self):
+            return os.getpid()
+
+    owner = ray_backend.remote(Owner).remote()
+    child = ray_backend.get(owner.make_child.remote(None))
+    kept = ray_backend.get(owner.make_child.remote("detached"))
+    child_pid = ray_backend.get(child.pid.remote())
+    os.kill(ray_backend.get(owner.pid.remote()), signals.SIGKILL)
+    # The driver still holds a handle: the child ends all the same (Ray's actors share their owner's fate).
+    wait_until_calls_fail(ray_backend, child.pid.remote)
+    wait_until(lambda: not process_exists(child_pid))
+    assert ray_backend.get(kept.pid.remote()) != child_pid     # a detached one lives on
+    ray_backend.kill(kept)

@@ -52,6 +52,8 @@ class ActorState:
         self.no_restart = False
         self.out_of_scope = False        # no handle to it exists any more (see core.handles)
         self.trace_key = options.get("_trace_key")
+        self.owner = None                # the worker (index) that created it; None: the driver
+        self.detached = options.get("lifetime") == "detached"
 
 
 class ActorTable:
@@ -131,15 +133,18 @@ class ActorTable:
         return (a.actor_id, a.class_name, a.methods)
 
     def create_locked(self, actor_id, code_id, class_name, methods, is_async, args_desc, direct, options,
-                      namespace):
+                      namespace, owner=None):
         """Register the actor and start it once its arguments are ready; a ValueError (returned) for a
-        name taken."""
+        name taken.  ``owner``: the index of the worker creating it (None: the driver)."""
         name = options.get("name")
         if name:
             existing = self.named.get((namespace, name))
             if existing is not None and self.actors[existing].state != "DEAD":
                 return ValueError(f"The name {name} (namespace={namespace}) is already taken.")
         actor = ActorState(actor_id, class_name, methods, code_id, self._code[code_id], options)
+        actor.owner = owner
+        if options.get("lifetime") is None:
+            actor.detached = self._rt.default_actor_lifetime == "detached"     # JobConfig's default
         self._track_handles(actor_id)
         actor.namespace = namespace
         actor.is_async = is_async
@@ -389,6 +394,16 @@ class ActorTable:
                 msg = f"The actor {actor.class_name} was killed by ray.kill(). {reason}"
             self.died(actor, exceptions.ActorDiedError(error_msg=msg))
 
+    def owner_died(self, w):
+        """Worker ``w`` ended: the non-detached actors it created share its fate, as in Ray (they end, with no
+        restart)."""
+        for actor in list(self.actors.values()):
+            if actor.owner == w.index and not actor.detached and actor.state != "DEAD":
+                actor.no_restart = True
+                self.died(actor, exceptions.ActorDiedError(
+                    error_msg=f"The actor {actor.class_name} (id={actor.actor_id.hex()}) died because its owner "
+                              f"has died: the worker process (pid={w.pid}) that created it ended."), kill=True)
+
     def _restart(self, actor, w, reason):
         if actor.restarts_left > 0:
             actor.restarts_left -= 1
@@ -505,7 +520,7 @@ class ActorTable:
     def handles_gone(self, actor_id):
         # Named actors too: Ray 2.x collects them like any other; only detached ones live on.
         actor = self.actors.get(actor_id)
-        if actor is None or actor.state == "DEAD" or actor.options.get("lifetime") == "detached":
+        if actor is None or actor.state == "DEAD" or actor.detached:
             return
         actor.out_of_scope = True
         self._maybe_retire(actor)

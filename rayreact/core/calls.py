@@ -44,6 +44,9 @@ class Calls:
         self._waiting_for_args = {}   # return id -> spec of a call waiting for its arguments
 
     def hold_args(self, spec):
+        if not spec.direct and not spec.args_desc[2]:
+            spec.held = ()               # (the common call: literal arguments only)
+            return
         held = list(spec.direct) + list(spec.args_desc[2])
         self._table.hold(held)
         spec.held = held

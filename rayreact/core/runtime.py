@@ -88,9 +88,10 @@ class Runtime(DriverRuntimeBase):
     is_actor = False
 
     def __init__(self, *, num_cpus=None, num_gpus=None, resources=None, object_store_memory=None,
-                 namespace=None, runtime_env=None, log_to_driver=True):
+                 namespace=None, runtime_env=None, log_to_driver=True, default_actor_lifetime=None):
         _raise_open_file_limit()
         self.namespace = namespace or f"anon-{os.urandom(4).hex()}"
+        self.default_actor_lifetime = default_actor_lifetime or "non_detached"   # (JobConfig's)
         self.job_id = b"\x01\x00\x00\x00"
         self.node_id = os.urandom(28)
         self.log_to_driver = log_to_driver
@@ -233,6 +234,7 @@ class Runtime(DriverRuntimeBase):
             self.task_pool.worker_died(w, reason)
         else:
             self.actor_table.worker_died(w, reason)
+        self.actor_table.owner_died(w)
         self.procs.remove_files(w)
         if self._reactor is not None:
             self._reactor.worker_died(w)

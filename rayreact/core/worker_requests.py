@@ -100,7 +100,7 @@ class WorkerRequests:
         self._code.setdefault(code_id, code)
         namespace = options.get("namespace") or self._rt.namespace
         err = self._actors.create_locked(actor_id, code_id, class_name, methods, is_async, args_desc, direct,
-                                         options, namespace)
+                                         options, namespace, owner=w.index)
         if err is not None:
             err = self._actors.named_if_get_if_exists(options, namespace) or err
         if err is None:

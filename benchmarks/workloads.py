@@ -47,16 +47,19 @@ class Workload:
 
 
 def _micro_metrics(report):
-    targets = {"init": 10, "task round trip": 20, "actor call round trip": 50,
+    targets = {"init": 10, "task round trip": 20, "actor call round trip": 30,
                "put+get": 3, "array as task argument": 3}
     rows = []
     for op in report["ops"]:
         key = next((k for k in targets if op["name"].startswith(k)), None)
         metric = Metric(op["name"], op["value"], op["unit"], False, targets.get(key))
         if key == "actor call round trip":
-            # The floor on this machine: a bare Pipe round trip to another process, measured in the same run.
+            # BENCHMARKS.md: >= 30x Ray and under 50 us; beside it, the floor of a blocking cross-process call on
+            # this machine (a bare Pipe round trip, measured in the same run).
+            metric.max_value = 50.0
             floor = op.get("peer")
-            metric.target_note = f"(a bare Pipe round trip: {floor['value']:.1f} us)" if floor else ""
+            metric.target_note = "and < 50 us" + (f" (a bare Pipe round trip: {floor['value']:.1f} us)"
+                                                   if floor else "")
         elif "peer" in op:
             # The one-shot fan-out must also beat the peer a user would pick, measured in the same run.
             metric.target_speedup = 15

@@ -72,3 +72,15 @@ def test_a_frame_past_the_limit_goes_through_a_private_file(tmp_path):
     assert type(back) is wire.Reply and back.req_id == (1, 2)
     assert serialization.loads_pack(back.payload[1]) == bytes(200_000)
     assert not list(tmp_path.iterdir()), "the reader removes the file"
+
+
+def test_packs_that_share_a_frame_are_read_apart():
+    big = [serialization.serialize(np.full(512, k, dtype=np.int64)).inline() for k in range(3)]
+    frame = wire.encode(wire.Done(b"t", [(bytes([k]), (INLINE, p, [], False)) for k, p in enumerate(big)], True))
+    raw = _frame_bytes(frame)
+    back = wire.decode(raw)
+    for k, (_, desc) in enumerate(back.results):
+        owner = memoryview(desc[1]).obj          # what the received pack keeps alive
+        assert type(owner) is bytes and len(owner) == memoryview(big[k]).nbytes < len(raw), \
+            "one kept value would keep the whole frame"
+        np.testing.assert_array_equal(serialization.loads_pack(desc[1]), np.full(512, k))

@@ -415,7 +415,8 @@ class ActorTable:
             error_msg=f"The actor {actor.actor_id.hex()} is unavailable: The actor is temporarily unavailable: "
                       f"{actor.class_name} died while running this call and is being restarted ({reason}). "
                       "The task may or may not have been executed on the actor.")
-        for spec in list(actor.in_flight.values()):
+        # Newest first: each goes to the front of its caller's queue, so they are re-sent in their own order.
+        for spec in reversed(list(actor.in_flight.values())):
             if spec.retries_left != 0:
                 if spec.retries_left > 0:
                     spec.retries_left -= 1

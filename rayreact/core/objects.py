@@ -19,7 +19,8 @@ One entry per object id the session can still name::
       borrowers[w]          refs lent to worker w (ship/lend/worker_holds), each
                             given back by a RELEASE message (worker_released)
 
-A value's descriptor is ``(INLINE | SEGMENT, bytes | path, contained ids, is_error)``.
+A value's descriptor is ``(INLINE | SEGMENT, pack | path, contained ids, is_error)``; an inline pack is
+bytes, or a PickleBuffer once it is big enough to travel out of band (see core.wire).
 A READY segment counts its size in ``store_used`` (unless it was spilled to disk),
 published to the workers through the driver's doorbell page (see core.spilling).
 An entry under an actor's handle key (core.handles) stands for the actor's handles:

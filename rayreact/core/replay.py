@@ -636,6 +636,8 @@ class ReplayRun:
         self.task_of = {}                # plan target key -> (guard target, RemoteFunction, options)
         for reaction in plan.reactions:
             if reaction.op == "task":
+                if reaction.target not in reactor.tasks:
+                    raise Refused(f"position {reaction.position}: a task this driver did not record")
                 self.task_of[reaction.target] = reactor.tasks[reaction.target]
         code_ids = [submission.code_id_of(fn) for _, fn, _ in self.task_of.values()]
 

@@ -6,7 +6,10 @@ is *packed*::
 
     [header: magic, n_buffers, inband_len][(offset, length) per buffer][inband pickle][buffers, 64-aligned]
 
-Small packs travel inline inside channel messages; large ones are written once
+A value with no out-of-band buffers that travels inline is a *bare* pack: the in-band pickle alone
+(``loads_pack`` tells the forms apart by the first byte: a pickle's 0x80, the header's magic 0x31).
+Small packs travel inline inside channel messages (see core.wire: those of ``OUT_OF_BAND_MIN`` bytes
+or more as PickleBuffers, out of the envelope's pickle); large ones are written once
 into a shared segment file (``/dev/shm/rr-<session>-<object>``) that every
 reader maps read-only.  Readers unpickle against memoryviews of the pack, so
 numpy arrays come back as zero-copy, read-only views, as in Ray (torch tensors
@@ -295,13 +298,14 @@ def serialize(value, *, is_error=False) -> Serialized:
 
 
 def inline_plain(value):
-    """The INLINE payload of a value made of simple types alone (no refs, no buffers, within INLINE_LIMIT), or
-    None: the common small argument or result skips the general path."""
+    """For a value made of simple types alone (no refs, no buffers): its INLINE payload, or, past
+    INLINE_LIMIT, its ``Serialized`` (for a segment); None for any other value.  The common small argument
+    or result skips the general path."""
     if _classify(value, _REF_FREE_TYPES, 3) != SIMPLE:
         return None
     pack = pickle.dumps(value, protocol=5)
     if len(pack) > INLINE_LIMIT:
-        return None
+        return Serialized(pack, [], [])
     return inline_payload(pack)
 
 

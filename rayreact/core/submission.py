@@ -36,13 +36,14 @@ def pack_args(args, kwargs, session):
                 v = _ArgRef(len(direct) - 1)
             packed_kwargs[k] = v
         kwargs = packed_kwargs
-    payload = serialization.inline_plain((args, kwargs))
-    if payload is not None:
-        return (INLINE, payload, [], False), direct
-    try:
-        ser = serialization.serialize((args, kwargs))
-    except serialization.SerializationError as exc:
-        raise TypeError(f"Could not serialize the arguments: {exc}") from exc.__cause__
+    ser = serialization.inline_plain((args, kwargs))
+    if ser is not None and type(ser) is not serialization.Serialized:
+        return (INLINE, ser, [], False), direct
+    if ser is None:
+        try:
+            ser = serialization.serialize((args, kwargs))
+        except serialization.SerializationError as exc:
+            raise TypeError(f"Could not serialize the arguments: {exc}") from exc.__cause__
     if ser.size <= serialization.INLINE_LIMIT:
         return (INLINE, ser.inline(), ser.contained, False), direct
     path = spilling.write(ser, f"rr-{session}-args-{ids.new_id().hex()}")

@@ -23,7 +23,8 @@ One serialization per value: values travel as *packs* (see serialization), and a
 *descriptor* ``(INLINE | SEGMENT, pack | path, contained ids, is_error)``.  A pack big enough to be worth
 it is held as a ``pickle.PickleBuffer``; :func:`encode` takes every such buffer out of band, so the
 envelope carries only the message's small fields and the pack is copied once into the ring, never into
-a second pickle.  :func:`decode` hands them back as buffers over the frame it read (no copy), and a
+a second pickle.  :func:`decode` hands a frame's one pack back as a buffer over the frame it read (no
+copy; several are copied apart, so that one kept value does not keep the others' memory), and a
 received pack forwarded to another process goes out of band again.  Frames::
 
     b"\\x80..."                                 the pickled message (no buffers)
@@ -156,7 +157,10 @@ def decode(raw):
         end = len(raw)
         for i in range(n - 1, -1, -1):         # the buffers sit at the end, in order
             length = _LENGTH.unpack_from(raw, _COUNT.size + _LENGTH.size * i)[0]
-            buffers.append(_PickleBuffer(view[end - length:end]))
+            part = view[end - length:end]
+            # One pack: a view of the frame, which is little more than the pack.  Several (a get of many
+            # values, a call's many returns): each its own copy, so a value kept does not keep the others.
+            buffers.append(_PickleBuffer(part if n == 1 else bytes(part)))
             end -= length
         buffers.reverse()
         t = _loads(view[at:end], buffers=buffers)

@@ -496,11 +496,11 @@ class Worker(_DriverApi):
 
     def store_value(self, object_id, value, is_error=False):
         """Serialize one result; large ones go to a segment this worker creates (the driver adopts it)."""
-        if not is_error:
-            payload = serialization.inline_plain(value)
-            if payload is not None:
-                return (INLINE, payload, [], False)
-        ser = serialization.serialize(value, is_error=is_error)
+        ser = None if is_error else serialization.inline_plain(value)
+        if ser is not None and type(ser) is not serialization.Serialized:
+            return (INLINE, ser, [], False)
+        if ser is None:
+            ser = serialization.serialize(value, is_error=is_error)
         if ser.size <= serialization.INLINE_LIMIT:
             return (INLINE, ser.inline(), ser.contained, is_error)
         # Unique per write: a retried generator yields the same item ids again, and its first run's files stay.

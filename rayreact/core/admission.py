@@ -94,14 +94,6 @@ def _tasks(plan, trace):
         if extra:
             return [f"{where}: a task with options {', '.join(extra)} (only num_returns, max_retries and name "
                     "are replayed)"]
-        # A lent worker's death reruns its calls from what the driver holds: it must hold every input and
-        # be the only reader of every output, or the rerun would need values that lived only in workers.
-        for inp in reaction.inputs():
-            if conns[inp.connection].reactor != DRIVER:
-                return [f"{where}: a task fed by another reaction's result (tasks read only driver values)"]
-        for cid in reaction.outputs:
-            if any(u.reactor != DRIVER for u in conns[cid].uses):
-                return [f"{where}: a task whose result feeds another reaction (only get/wait read task results)"]
     return []
 
 

@@ -12,9 +12,11 @@ channels it reads and writes, and how far back it must keep tokens::
 
 Frames on every ring are ``[kind u8][...]``: the driver writes ``INVOKE`` (the
 literal arguments of one reaction, already serialized: snapshot semantics),
-``TOKEN`` (a value a driver ``put`` made, or a seed), ``STOP`` and ``DEAD``;
-reactors write ``TOKEN`` (one per output per reader: a value is serialized
-once, however many readers), ``NOTE``, ``HANDOVER`` and ``STOPPED``.
+``TOKEN`` (a value a driver ``put`` made, a seed, or what a rerun of a dead
+lent worker's call made), ``STOP``, ``DEAD`` and ``FETCH`` (the values a rerun
+needs of this worker, answered with ``TOKEN``s as soon as it has them); reactors
+write ``TOKEN`` (one per output per reader: a value is serialized once, however
+many readers), ``NOTE``, ``HANDOVER`` and ``STOPPED``.
 
 Tokens are never overwritten in place: a token is a new bytes object (or a new
 segment file, hard-linked once per reader, each reader unlinking its link after
@@ -82,6 +84,7 @@ DEAD = 4
 NOTE = 5
 HANDOVER = 6
 STOPPED = 7
+FETCH = 8
 
 # Token flags.
 F_ERROR = 1
@@ -579,6 +582,8 @@ cdef class WorkerReactor:
     cdef bint exiting
     cdef bint raised_noted
     cdef bint stopping               # a STOP is queued: calls arriving now run after the invocations before it
+    cdef set fetching                # values the driver asked for (FETCH) that this worker has not made yet
+    cdef int64_t last_index          # the trace index of the last reaction run here
     cdef object held                 # those calls (dynamic messages), in arrival order
     cdef object bells
     cdef object host
@@ -605,6 +610,8 @@ cdef class WorkerReactor:
         self.exiting = False
         self.raised_noted = False
         self.stopping = False
+        self.fetching = set()
+        self.last_index = -1
         self.held = collections.deque()
         self.bells = {}
         self.host = _ReplayHost(worker, self.shm_prefix)
@@ -712,7 +719,45 @@ cdef class WorkerReactor:
                 elif kind == DEAD:
                     name, payload = parse_control(frame)
                     self.dead[name] = payload
+                elif kind == FETCH:
+                    self._fetch(parse_control(frame), False)
         return progressed
+
+    cdef void _fetch(self, keys, bint finished) except *:
+        """The driver reruns a dead lent worker's call and needs values only this worker holds: hand each
+        over now, or as soon as it is made; one made and no longer kept is handed over as lost (an error)."""
+        for key in keys:
+            key = tuple(key)
+            tok = self.retained.get(key)
+            if tok is None:
+                tok = self.buf.get(key)
+            if tok is not None:
+                self._hand_copy(key, <Token>tok)
+            elif key[1] <= self.last_index or finished:
+                lost = serialization.serialize(exceptions.RaySystemError(
+                    f"rayreact lost a replayed value {key} that a rerun of a dead worker's call needed"),
+                    is_error=True).pack()
+                self._write(self.to_driver, control_frame(HANDOVER, (key, (serialization.INLINE, lost, [], True))))
+            else:
+                self.fetching.add(key)
+
+    cdef void _hand_copy(self, key, Token tok) except *:
+        """HANDOVER a copy of ``tok``: the driver gets a link of its own to a segment (the token stays ours)."""
+        cdef bint error = tok.flags & F_ERROR
+        cdef bint copied = False
+        if tok.path is None and len(tok.view()) > serialization.INLINE_LIMIT:
+            # A big value we hold only mapped (its link is gone): a file of its own, too big for the ring.
+            tok = serialize_token(tok.value(), error, self.shm_prefix, key[1], key[0])
+            copied = True
+        if tok.path is not None:
+            link = f"{tok.path}.d{os.urandom(3).hex()}"
+            os.link(tok.path, link)
+            desc = (serialization.SEGMENT, link, list(tok.contained), error)
+            if copied:
+                tok.discard()
+        else:
+            desc = (serialization.INLINE, bytes(tok.view()), list(tok.contained), error)
+        self._write(self.to_driver, control_frame(HANDOVER, (key, desc)))
 
     cdef void _store(self, frame) except *:
         conn, index, tok = decode_token(frame)
@@ -795,6 +840,7 @@ cdef class WorkerReactor:
         for conn, tok in results:
             self._emit(conn, index, tok)
         self._log(index, t0, monotonic_s())
+        self.last_index = index
         handoff.refill()
         if exiting:
             self.to_driver.write(control_frame(NOTE, ("exit", index)), 1.0)
@@ -845,9 +891,9 @@ cdef class WorkerReactor:
         route = self.routes.get(conn)
         if route is None:
             return
-        local, targets = route
+        local, targets, retain = route
         cdef object frame = None
-        cdef bint keep = 0 not in targets or tok.flags & F_REFS
+        cdef bint keep = retain or tok.flags & F_REFS
         if local or keep:
             tok.view()          # packed now: the value is a snapshot, whatever the actor does with it next
         if local:
@@ -864,6 +910,9 @@ cdef class WorkerReactor:
                 if frame is None:
                     frame = frame_for(conn, index, tok, None)
                 frame = self._write(self.out_rings[target], frame)
+        if self.fetching and (conn, index) in self.fetching:
+            self.fetching.discard((conn, index))
+            self._hand_copy((conn, index), tok)
         tok.ser = None          # frames are built: no reference to the actor's own buffers remains
         if tok.flags & F_REFS:
             self._write(self.to_driver, control_frame(NOTE, ("refs", index)))
@@ -944,6 +993,7 @@ cdef class WorkerReactor:
         self.held.clear()
         plan_id = self.program.plan
         while worker._running:
+            self._read_inbox_stopped()
             msg = worker._next_message(False)
             if msg is None:
                 self.poller.wait(1.0)
@@ -953,6 +1003,17 @@ cdef class WorkerReactor:
             if msg.KIND == wire.REACTOR and msg.verb == "ack" and msg.body == plan_id:
                 break
             worker._handle(msg)
+
+    cdef void _read_inbox_stopped(self) except *:
+        # A rerun of a dead lent worker's call may still FETCH what we kept; a token it forwards now is not read.
+        while True:
+            frame = self.inbox.read()
+            if frame is None:
+                return
+            if frame[0] == FETCH:
+                self._fetch(parse_control(frame), True)
+            elif frame[0] == TOKEN:
+                self._store(frame)            # mapped and its link unlinked; freed at _close
 
     cdef void _close(self) except *:
         if self.held:                     # exiting early: the worker's loop answers them (or fails them)
@@ -1010,6 +1071,7 @@ cdef class Op:
     cdef public tuple outputs           # connection ids, one per return
     cdef public bint feeds_workers      # some output is read by a worker (not only by the driver)
     cdef public object inflight         # the link's deque of calls not yet known to have run (lent task workers)
+    cdef public object worker_fed       # per argument, whether a worker makes it (None: none is)
     # gets and waits
     cdef public tuple reads
     cdef public bint timeout            # the script gave a timeout
@@ -1219,6 +1281,10 @@ cdef class DriverPath:
         inflight = op.inflight
         if inflight is not None:
             # A task reactor: what it takes to run this call again, should its worker die first (Ray retries).
+            # The script's refs to values the driver holds keep them; one a worker makes is fetched if needed
+            # (holding its ref would oblige the driver to keep a value it never sees).
+            if op.worker_fed is not None:
+                values = tuple([None if fed else v for v, fed in zip(values, op.worker_fed)])
             inflight.append((idx, frame, values))
         self.idx = idx + 1
         self.write(link, frame)

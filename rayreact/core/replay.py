@@ -23,15 +23,17 @@
 Calls made inside workers never come through here: they stay dynamic.
 
 Task call sites are replayed on pool workers lent to the run (one per
-``task:k`` reactor) when the driver alone feeds them and reads them: their
-arguments are literals, puts or values made before the loop, and their results
-go only to ``get``/``wait``.  The driver keeps each call's invocation until it
-has run, so when a lent worker dies the calls it had not finished run again
-dynamically under the refs the script holds, as Ray retries them
-(``max_retries``).
+``task:k`` reactor), anywhere in the graph: their arguments may be literals,
+puts, values made before the loop or other reactions' results, and their
+results may go to ``get``/``wait`` and to other reactions.  The driver keeps
+each call's invocation until it has run, so when a lent worker dies the calls
+it had not finished run again dynamically under the refs the script holds, as
+Ray retries them (``max_retries``), with inputs only a worker held fetched from
+it, and their results sent on to the reactions that wait for them
+(core.replay_rerun).
 
-Declined (the pattern runs dynamically, ``explain()`` says why): tasks fed by
-or feeding other reactions, tasks with options beyond ``num_returns``,
+Declined (the pattern runs dynamically, ``explain()`` says why): tasks with
+options beyond ``num_returns``,
 ``max_retries`` and ``name``, refs nested in arguments (passed as refs),
 threaded or async actors, actors whose calls may be retried
 (``max_task_retries``), generator calls, values the plan starts from that nest
@@ -589,7 +591,8 @@ class ReplayRun:
 
         core.replay_wiring.Wiring      the rings, the workers' programs, the ops, the DriverPath (at start)
         core.replay_handover.Handover  ``ending``: the hand-over after ``stop``, cleanup, giving lent
-                                       workers back, rerunning a dead lent worker's calls, the timelines
+                                       workers back, the timelines; its core.replay_rerun.Reruns reruns
+                                       a dead lent worker's calls
 
     The run's interface to its parts (they use nothing else of it):
 
@@ -602,7 +605,7 @@ class ReplayRun:
         state       ``given``, ``cache``, ``windows``, ``death_payloads`` (the DriverPath's), ``handed``,
                     ``dead_pending``, ``seed_views``, ``lent``, ``abandoned``, ``handover`` (the thread),
                     ``ended``, ``end_reason``
-        methods     ``write``, ``drain``, ``send_desc``, ``op_at``, ``absorb_deaths``, ``reap_arg_files``
+        methods     ``write``, ``drain``, ``send_desc``, ``fetch``, ``op_at``, ``absorb_deaths``, ``reap_arg_files``
     """
 
     def __init__(self, reactor, plan, trace, first_index, number):
@@ -771,6 +774,11 @@ class ReplayRun:
     def write(self, link, frame):
         return self.fast.write(link, frame)
 
+    def fetch(self, link, key):
+        """Ask a worker for a value it made, ``key`` = (connection, producer index): it hands it over
+        (HANDOVER, into ``handed``) as soon as it has it, or as lost if it no longer keeps it."""
+        self.write(link, self.ext.control_frame(self.ext.FETCH, [key]))
+
     def drain(self):
         return self.fast.drain()
 
@@ -856,7 +864,9 @@ class ReplayRun:
             link.dead = True
             self.drain()
             if link.inflight is not None:
-                self.task_died = True     # no reaction reads a task's result: nobody else needs a notice
+                # No DEAD notice: the reactions reading its results get those of its calls' reruns
+                # (core.replay_rerun), once the script's next call has stopped the run.
+                self.task_died = True
                 continue
             err = link.actor.death_error or exceptions.ActorDiedError(
                 error_msg=f"The actor {link.actor.class_name} died.")

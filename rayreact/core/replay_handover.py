@@ -5,15 +5,16 @@
     ReplayRun.stop ──▶ Handover.stop: STOP to every link (naming the values the driver lacks), every value
         │              the script can still name made a pending object of the dynamic table
         ▼
-    the handover thread: drain the links until each has stopped, fill the pending objects (or the error
-        each deserves), ack the workers, give the lent workers back, rerun dynamically the task calls a
-        dead lent worker never finished, then free the run's files and read its timeline
+    the handover thread: drain the links until each has stopped, meanwhile rerunning dynamically the task
+        calls a dead lent worker never finished (core.replay_rerun: their results go to the reactions that
+        wait for them), fill the pending objects (or the error each deserves), ack the workers, give the
+        lent workers back, then free the run's files and read its timeline
         └──▶ Reactor.handed_over(run)
 
 ``ReplayRun.abandon`` (shutdown) and a start that failed use ``cleanup`` and ``give_back_workers`` alone.
 The handover reaches the run only through its public interface (listed in ReplayRun's docstring), the
 runtime only through ``lock``, ``object_table``, ``send_to_worker``, ``bell``, ``unpin_task_worker`` and
-``submit_task``.  It keeps one thing of its own: the workers' timelines once read (``timeline``).
+``wait_until``.  It keeps one thing of its own: the workers' timelines once read (``timeline``).
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ import threading
 import time
 
 from .. import exceptions
-from . import channel, ids, wire, refcount, serialization
+from . import channel, wire, refcount, serialization
 from .replay_ops import Link
+from .replay_rerun import Reruns
 
 logger = logging.getLogger("rayreact")
 
@@ -37,6 +39,7 @@ class Handover:
     def __init__(self, run):
         self.run = run
         self.timeline = None             # reactor name -> (pid, events), read once the run has ended
+        self.reruns = Reruns(run)
 
     # ------------------------------------------------------------------ the hand-over
     def stop(self, reason, wait):
@@ -99,20 +102,30 @@ class Handover:
 
     def _drain_links(self):
         run = self.run
+        reruns = self.reruns
         while not run.abandoned:
             if run.dead_pending:
                 run.absorb_deaths()
-            if all(link.stopped or link.dead for link in run.links.values()):
-                break
             seen = run.gather.count()
-            if not run.drain():
+            progressed = run.drain()
+            progressed = reruns.advance() or progressed
+            if not reruns.busy and all(link.stopped or link.dead for link in run.links.values()):
+                break
+            if progressed:
+                continue
+            if reruns.forwarding:
+                # A rerun's result comes through the dynamic runtime: pump it while we wait (the script may
+                # be blocked on something that result feeds).
+                run.rt.wait_until(lambda: reruns.any_ready() or run.gather.count() != seen, 0.2)
+            else:
                 run.gather.wait(seen + 1, 0.2)
         run.drain()
 
     def _fill(self, alive):
         run = self.run
-        rerun = self._unfinished_tasks()
-        rerun_keys = {(cid, index) for _, index, _, _ in rerun for cid in run.op_at(index).outputs}
+        self.reruns.advance()
+        self.reruns.give_up()             # (a lent worker that died once every link had stopped)
+        rerun_keys = self.reruns.keys
         pairs = []
         rt = run.rt
         for oid, key in alive:
@@ -143,8 +156,6 @@ class Handover:
                     rt.send_to_worker(link.w, wire.Reactor("ack", run.number))
         rt.bell.ring()                    # a get may be waiting for these
         self.give_back_workers()
-        if rerun:
-            self._rerun(rerun)
 
     def _fill_lost(self, alive):
         rt = self.run.rt
@@ -158,56 +169,6 @@ class Handover:
         run = self.run
         reaction = run.plan.reactions[(index - run.start) % run.P]
         return reaction.outputs[ret]
-
-    # ------------------------------------------------------------------ a dead lent worker's calls
-    def _unfinished_tasks(self):
-        """Calls a dead lent worker took and never finished, in call order: (link, index, frame, values)."""
-        run = self.run
-        out = []
-        for link in run.links.values():
-            if link.inflight is None or not link.dead:
-                continue
-            done = link.timeline.last_index() if link.timeline is not None else -1
-            for index, frame, values in link.inflight:
-                outputs = run.op_at(index).outputs
-                if index <= done or (outputs and all((cid, index) in run.cache for cid in outputs)):
-                    continue
-                out.append((link, index, frame, values))
-        out.sort(key=lambda call: call[1])
-        return out
-
-    def _rerun(self, calls):
-        """Run again, dynamically, the calls a dead lent worker never finished, under the refs the script
-        holds: Ray retries a task whose worker died (``max_retries``, 3 unless set), so replay does too."""
-        run = self.run
-        ext, rt = run.ext, run.rt
-        for link, index, frame, values in calls:
-            op = run.op_at(index)
-            _, function, options = run.task_of[run.plan.reactions[op.position].target]
-            how = ext.INVOKE_HEADER.unpack_from(frame, 0)[2]
-            payload = memoryview(frame)[ext.INVOKE_HEADER.size:]
-            if how == 1:
-                literals = iter(ext.decode(payload)[0])
-            elif how == 2:
-                literals = iter(serialization.loads_pack(serialization.map_segment(bytes(payload).decode()))[0])
-            else:
-                literals = iter(())
-            # The invocation holds the literals as they were at the call: the snapshot Ray's retry would send.
-            values = [next(literals) if spec is None else value for spec, value in zip(op.specs, values)]
-            args, kwargs = tuple(values[:op.nargs]), dict(zip(op.kwnames, values[op.nargs:]))
-            return_ids = [run.given.get((index, ret)) or ids.new_id() for ret in range(op.nret)]
-            retries = options.get("max_retries")
-            retries = 3 if retries is None else retries
-            if retries == 0:
-                err = exceptions.WorkerCrashedError(
-                    f"The worker died unexpectedly while executing this task ({function._function_name}).")
-                desc = (serialization.INLINE, serialization.serialize(err, is_error=True).pack(), [], True)
-                # (stop() made the script's refs pending; one no longer there is made again)
-                rt.object_table.fill_unready(return_ids, desc)
-                rt.bell.ring()
-                continue
-            again = dict(options, max_retries=retries - 1 if retries > 0 else retries)
-            run.reactor.rt.submit_task(function, args, kwargs, again, return_ids=return_ids)
 
     # ------------------------------------------------------------------ giving back and cleaning up
     def give_back_workers(self):

@@ -102,10 +102,14 @@ class Wiring:
         in_rings, out_rings, out_index = self._rings_of(name, link, pair_path)
         steps, writers, keep = self._steps_of(r, link)
         routes = {}
+        task_reactors = {x.name for x in plan.reactors if x.kind == "task"}
         for q in r.schedule:
             for cid in plan.reactions[q].outputs:
                 rs = readers[cid]
-                routes[cid] = (name in rs, tuple(out_index[x] for x in rs if x != name))
+                # Kept for a deopt's handover when the driver never sees it, and for a rerun of a task call
+                # that reads it, should the task's lent worker die (the driver may have dropped its own copy).
+                retain = "driver" not in rs or any(x in task_reactors for x in rs)
+                routes[cid] = (name in rs, tuple(out_index[x] for x in rs if x != name), retain)
         return run.ext.Program(
             plan=run.number, name=name, period=P, start=plan.start, steps=steps, routes=routes,
             writers=writers, in_rings=in_rings, out_rings=out_rings, const_conns=frozenset(run.const_key),
@@ -251,6 +255,10 @@ class Wiring:
             op.nargs = len(positional)
             op.kwnames = tuple(a.name for a in reaction.args if isinstance(a.name, str))
             op.specs = tuple(None if a.input is None else read(a.input) for a in reaction.args)
+            if op.inflight is not None:
+                fed = tuple(a.input is not None and conns[a.input.connection].reactor != "driver"
+                            for a in reaction.args)
+                op.worker_fed = fed if any(fed) else None
             op.label = (run.task_of[reaction.target][1]._function_name.rsplit(".", 1)[-1] if reaction.op == "task"
                         else f"{link.actor.class_name}.{reaction.target}")
         elif kind == ext.PUT:

@@ -90,6 +90,11 @@ def _marl_metrics(report):
             for run in report["runs"]]
 
 
+def _chain_metrics(report):
+    return [Metric(f"{report['agents']} agents, env actor -> tasks -> policy actors", report["steps_per_s"],
+                   "steps/s", True, 10 if report["agents"] == 10 else None)]
+
+
 def _broadcast_metrics(report):
     rows = []
     for case in report["cases"]:
@@ -121,6 +126,10 @@ WORKLOADS = [
     Workload("marl", "one torch policy actor per agent, joint observation to every agent each step",
              os.path.join(EXAMPLES, "marl_inference.py"), ["--steps", "600"], ["--quick"], _marl_metrics,
              targets=">= 10x Ray (10 agents)"),
+    Workload("chain", "env actor -> a task per agent -> torch policy actors -> env actor; the driver passes refs only",
+             os.path.join(EXAMPLES, "marl_chain.py"), ["--steps", "1000"], ["--quick"], _chain_metrics,
+             serial_args=["--serial", "--steps", "1000"], serial_quick_args=["--serial", "--quick"],
+             targets=">= 10x Ray (10 agents), replayed, faster than the reactor off"),
     Workload("broadcast", "an array by value to N actors each round, each returns a copy",
              os.path.join(SCRIPTS, "broadcast.py"), [], ["--quick"], _broadcast_metrics,
              targets=">= 4x less overhead per round than Ray (16 actors, 10 MB)"),

@@ -19,6 +19,7 @@ Ray-compatible backend.
 
     python marl_chain.py --quick
     python marl_chain.py --agents 10 --steps 1000
+    python marl_chain.py --serial          # the same work in this process, no runtime: the floor
 """
 
 import argparse
@@ -46,6 +47,7 @@ def parse_args():
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num-cpus", type=int, default=None, help="passed to ray.init")
+    parser.add_argument("--serial", action="store_true", help="the same work in this process, without Ray")
     parser.add_argument("--report", help="also write the summary as JSON to this file")
     args = parser.parse_args()
     if args.quick:
@@ -53,8 +55,7 @@ def parse_args():
     return args
 
 
-@ray.remote
-class EnvActor:
+class Env:
     """The traffic junction, stepped with every agent's action; it keeps the score and the checksum."""
 
     def __init__(self, num_agents, seed):
@@ -82,15 +83,13 @@ class EnvActor:
                 "total_reward": self.total_reward, "collisions": self.collisions}
 
 
-@ray.remote
 def own_view(joint_obs, agent_index, num_agents):
     """Agent ``agent_index``'s 3x3 view of the crossing, out of the joint observation."""
     per_agent = joint_obs.size // num_agents
     return np.array(joint_obs[agent_index * per_agent:(agent_index + 1) * per_agent])
 
 
-@ray.remote
-class PolicyActor:
+class Policy:
     """One agent's policy: its own view -> hidden -> 2 logits, greedy action."""
 
     def __init__(self, view_size, hidden, seed):
@@ -105,17 +104,20 @@ class PolicyActor:
         return int(torch.argmax(logits))
 
 
+EnvActor, PolicyActor, own_view_task = ray.remote(Env), ray.remote(Policy), ray.remote(own_view)
+
+
 def run(args):
     n = args.agents
     view_size = 9 * (n + 2 + TrafficJunction.ROUTES)
     env = EnvActor.remote(n, args.seed)
     policies = [PolicyActor.remote(view_size, args.hidden, args.seed * 100 + i) for i in range(n)]
     obs_ref = env.reset.remote()
-    ray.get([p.act.remote(own_view.remote(obs_ref, i, n)) for i, p in enumerate(policies)])  # all up before timing
+    ray.get([p.act.remote(own_view_task.remote(obs_ref, i, n)) for i, p in enumerate(policies)])  # all up first
 
     start = time.perf_counter()
     for _ in range(args.steps):
-        views = [own_view.remote(obs_ref, i, n) for i in range(n)]
+        views = [own_view_task.remote(obs_ref, i, n) for i in range(n)]
         actions = [policy.act.remote(view) for policy, view in zip(policies, views)]
         obs_ref = env.step.remote(*actions)
     stats = ray.get(env.stats.remote())
@@ -125,13 +127,31 @@ def run(args):
     return dict(stats, agents=n, steps=args.steps, loop_s=elapsed, steps_per_s=args.steps / elapsed)
 
 
+def run_serial(args):
+    """The same loop with plain objects in this process: what the work costs with no runtime at all."""
+    n = args.agents
+    view_size = 9 * (n + 2 + TrafficJunction.ROUTES)
+    env = Env(n, args.seed)
+    policies = [Policy(view_size, args.hidden, args.seed * 100 + i) for i in range(n)]
+    obs = env.reset()
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        obs = env.step(*[policy.act(own_view(obs, i, n)) for i, policy in enumerate(policies)])
+    elapsed = time.perf_counter() - start
+    return dict(env.stats(), agents=n, steps=args.steps, loop_s=elapsed, steps_per_s=args.steps / elapsed)
+
+
 def main():
     args = parse_args()
     torch.set_num_threads(1)
-    ray.init(num_cpus=args.num_cpus, include_dashboard=False)
-    result = run(args)
-    ray.shutdown()
-    summary = {"example": "marl_chain", "backend": ray.__name__, "deterministic": True, **result}
+    if args.serial:
+        result = run_serial(args)
+    else:
+        ray.init(num_cpus=args.num_cpus, include_dashboard=False)
+        result = run(args)
+        ray.shutdown()
+    summary = {"example": "marl_chain", "backend": "serial" if args.serial else ray.__name__, "deterministic": True,
+               **result}
     print(f"result: {result['agents']} agents, {result['episodes']} episodes, "
           f"{result['collisions']} collisions, total reward {result['total_reward']:.2f}")
     print(f"checksum: {result['checksum']}")

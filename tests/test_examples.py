@@ -26,7 +26,7 @@ sys.path.insert(0, REPO_ROOT)  # the benchmarks package knows how to launch a sc
 from benchmarks import backends  # noqa: E402
 
 EXAMPLES_DIR = os.path.join(REPO_ROOT, "examples")
-DETERMINISTIC = ["gym_throughput", "atari_throughput", "dqn_blackjack", "marl_inference", "pong_pg",
+DETERMINISTIC = ["gym_throughput", "atari_throughput", "dqn_blackjack", "marl_inference", "marl_chain", "pong_pg",
                  "param_server_sync", "vectorized_rollout_tasks"]
 NONDETERMINISTIC = ["param_server_async", "apex_replay"]
 EXAMPLES = DETERMINISTIC + NONDETERMINISTIC

@@ -21,6 +21,7 @@ EXAMPLES = os.path.join(ROOT, "examples")
 CASES = {
     "gym": ["gym_throughput.py", "--actors", "6", "--rounds", "120"],
     "marl": ["marl_inference.py", "--agents", "4", "--steps", "120"],
+    "chain": ["marl_chain.py", "--agents", "4", "--steps", "150"],
     "dqn": ["dqn_blackjack.py", "--rollout-actors", "4", "--steps-per-rollout", "20", "--batch-sizes", "64",
             "--rounds", "30", "--eval-episodes", "50"],
 }

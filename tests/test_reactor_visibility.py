@@ -159,11 +159,16 @@ def test_a_guard_names_how_a_call_differs_from_the_plan(fresh, deviation, named)
     assert named in _last_fallback()
 
 
-def test_a_guard_names_how_a_get_differs_from_the_plan(fresh):
+def test_a_get_off_the_plan_is_served_and_does_not_move_the_plan(fresh):
     extra = ray.put(3)
     stepper = _replay_a_stepping_loop()
+    before = len(ray.explain(quiet=True).fallbacks)
+    # A get only reads values: served off the plan, replay goes on.
     assert ray.get([stepper.step.remote(1), extra]) == [1, 3]
-    assert "a get of 2 refs (the plan's takes 1)" in _last_fallback()
+    assert context.current.reactor.state == "REPLAYING" and len(ray.explain(quiet=True).fallbacks) == before
+    # It did not take the plan's get: the script's next call is still checked against that position.
+    assert ray.get(stepper.step.remote(2)) == 2
+    assert "position 1: expected get, got a call of step" in _last_fallback()
 
 
 class Pid:

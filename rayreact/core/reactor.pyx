@@ -1154,7 +1154,8 @@ cdef class DriverPath:
     what every call of a matching script runs, from ``ops``: an :class:`Op` per position (a put's is
     handled by the run).
 
-    What it asks of its run, all public there: ``deviate``, ``deviate_call``, ``begin_period``,
+    What it asks of its run, all public there: ``deviate``, ``deviate_call``, ``get_off_plan``, ``wait_off_plan``,
+    ``begin_period``,
     ``absorb_deaths``, ``reap_arg_files``, ``deopt_at_next_call``, ``worker_noted``, ``task_worker_lost``;
     it reads ``dead_pending``, ``handed`` and ``task_died``, and names files after ``rt.session_prefix``.
     The run reaches only its ``cdef public`` attributes and its ``call``, ``get``, ``wait``, ``drain`` and
@@ -1332,10 +1333,11 @@ cdef class DriverPath:
         cdef Op op = <Op>self.ops[q]
         cdef Token tok
         if op.kind != GET or len(object_ids) != len(op.reads) or op.timeout != (timeout is not None):
-            return self.run.deviate(_get_difference(op, object_ids, timeout))
+            return self.run.get_off_plan(object_ids, timeout, _get_difference(op, object_ids, timeout))
         keys = self._match(op.reads, object_ids)
         if keys is None:
-            return self.run.deviate("a get of other refs than the plan's (not the results it expects here)")
+            return self.run.get_off_plan(object_ids, timeout,
+                                         "a get of other refs than the plan's (not the results it expects here)")
         if q == 0 and idx != self.first and not self.run.begin_period(idx):
             return self.deopt
         self.idx = idx + 1
@@ -1367,10 +1369,12 @@ cdef class DriverPath:
         cdef Op op = <Op>self.ops[q]
         if (op.kind != WAIT or len(object_ids) != len(op.reads) or op.num_returns != num_returns
                 or op.timeout != (timeout is not None)):
-            return self.run.deviate(_wait_difference(op, object_ids, num_returns, timeout))
+            return self.run.wait_off_plan(object_ids, num_returns, timeout,
+                                          _wait_difference(op, object_ids, num_returns, timeout))
         keys = self._match(op.reads, object_ids)
         if keys is None:
-            return self.run.deviate("a wait on other refs than the plan's (not the results it expects here)")
+            return self.run.wait_off_plan(object_ids, num_returns, timeout,
+                                          "a wait on other refs than the plan's (not the results it expects here)")
         if q == 0 and idx != self.first and not self.run.begin_period(idx):
             return self.deopt
         self.idx = idx + 1

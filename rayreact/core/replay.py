@@ -72,6 +72,7 @@ from .infer import infer
 from .record import ACTOR_METHOD, TASK, ActorInfo, Recorder
 from .replay_handover import Handover
 from .replay_ops import DEOPT, TASK_CALLER, Link, Refused, TaskSlot
+from .replay_reads import OffPlanReads
 from .replay_wiring import Wiring
 from .runtime import READY
 from .runtime_api import RuntimeFront
@@ -281,9 +282,9 @@ class Reactor(RuntimeFront):
             self._no_pattern()
 
     def _maybe_infer(self, barrier_free=False):
-        """``barrier_free``: no get or wait for a while.  A period found there is taken only if every value it
-        makes is read by a later call of it (refs flowing from call to call); one whose results the script
-        keeps (a fan-out gathered at the end) would outgrow the plan's buffering, so recording goes on."""
+        """``barrier_free``: no get or wait for a while (refs flowing from call to call, or results the script
+        keeps and gathers later: those go to the driver, and a ref kept past the plan's buffering moves to the
+        dynamic table)."""
         rec = self.recorder
         n = len(rec.trace.events)
         if n < self.next_attempt:
@@ -294,8 +295,6 @@ class Reactor(RuntimeFront):
         if plan is None:
             if n > MAX_TRACE:
                 self._no_pattern()
-            return
-        if barrier_free and any(c.source == "period" and not c.uses for c in plan.connections):
             return
         self.plans_found += 1
         refusals = admission.refusals(plan, self.recorder.trace)
@@ -590,6 +589,8 @@ class ReplayRun:
     Two parts do the start and the end, composed here and each holding the run:
 
         core.replay_wiring.Wiring      the rings, the workers' programs, the ops, the DriverPath (at start)
+        core.replay_reads.OffPlanReads ``reads``: a get or wait the plan has not at that position, served
+                                       without leaving replay when it only reads values
         core.replay_handover.Handover  ``ending``: the hand-over after ``stop``, cleanup, giving lent
                                        workers back, the timelines; its core.replay_rerun.Reruns reruns
                                        a dead lent worker's calls
@@ -632,6 +633,7 @@ class ReplayRun:
         self.seed_views = []
         self.fast = None                 # the DriverPath (reactor.pyx): given, cache, windows, idx live there
         self.ending = Handover(self)
+        self.reads = OffPlanReads(self)
         max_lag = max((u.lag for c in plan.connections for u in c.uses), default=0)
         self.R = max(2, max_lag + 2)
         self.links = {}
@@ -923,8 +925,9 @@ class ReplayRun:
     # ------------------------------------------------------------------ aging: the plan's buffering
     def begin_period(self, idx):
         """A period begins at ``idx``: forget values the script can no longer name; values made R periods
-        ago and still held move to the dynamic object table (or, if only a worker has them, deopt: then
-        False, and the call that began the period runs dynamically)."""
+        ago and still held move to the dynamic object table (fetched first if only a worker has them).
+        False if that found a lent task worker dead: the run has deoptimized, and the call that began the
+        period runs dynamically."""
         self.periods += 1
         self.reap_arg_files()
         windows = self.windows
@@ -932,16 +935,19 @@ class ReplayRun:
         counts = refcount.counts
         objects = self.rt.object_table.entries
         given, cache = self.given, self.cache
+        only_in_workers = []
         for start, keys in windows:
             if start >= horizon:
                 break
             for index, ret, conn in keys:
                 oid = given.get((index, ret))
                 if oid is not None and counts.get(oid) and oid not in objects and (conn, index) not in cache:
-                    self.reactor.deopt(f"a ref to the result of {self._label_at(index)} (iteration "
-                                       f"{self._iteration(index)}) was kept past the plan's buffering "
-                                       f"({self.R} periods)")
-                    return False
+                    only_in_workers.append((conn, index))
+        # Values kept past the plan's buffering that only a worker has: brought here first (FETCH), to move
+        # to the dynamic table with the rest below.
+        if only_in_workers and not self.reads.bring(only_in_workers):
+            self.reactor.deopt(self.reason or "the worker of a replayed task died")
+            return False
         kept = collections.deque()
         promote = []
         for start, keys in windows:
@@ -998,6 +1004,15 @@ class ReplayRun:
         script makes from now on after their in-flight reactions (reactor.pyx holds them)."""
         self.ending.stop(reason, wait)
 
+    def get_off_plan(self, object_ids, timeout, reason):
+        """A get the plan has not here (``reason``: how it differs): served if it only reads values, else
+        ``deviate`` (core.replay_reads)."""
+        return self.reads.get(object_ids, timeout, reason)
+
+    def wait_off_plan(self, object_ids, num_returns, timeout, reason):
+        """``get_off_plan`` for a wait."""
+        return self.reads.wait(object_ids, num_returns, timeout, reason)
+
     def deviate_call(self, actor_id, method, how):
         """``deviate`` for a call of ``method`` (``how`` it differs from the plan's, or None: another call)."""
         name = self.call_name(actor_id, method)
@@ -1037,6 +1052,7 @@ class ReplayRun:
             "first": self.first,
             "index": self.idx,
             "periods": self.periods,
+            "off_plan_reads": self.reads.count,
             "started": self.started - self.reactor.started,
             "ended": None if self.ended is None else self.ended - self.reactor.started,
             "reason": self.end_reason,

@@ -63,7 +63,10 @@ class Wiring:
         run's ``writer_of`` and ``const_key``; returns the readers of each connection, in order of first use."""
         run = self.run
         conns = run.plan.connections
-        readers = {c.id: list(dict.fromkeys(u.reactor for u in c.uses)) for c in conns}
+        # A result no reaction reads goes to the driver, as every result does in dynamic mode: the script may
+        # get it now and then (a read off the plan), or keep its ref past the plan's buffering.
+        readers = {c.id: list(dict.fromkeys(u.reactor for u in c.uses))
+                   or (["driver"] if c.source == "period" and c.reactor != "driver" else []) for c in conns}
         run.writer_of = {c.id: c.reactor for c in conns}
         run.const_key = {}
         for c in conns:

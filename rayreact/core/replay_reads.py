@@ -1,0 +1,156 @@
+"""Reads off the plan: a ``get`` or ``wait`` the plan has not at this position, served without leaving replay.
+
+::
+
+    DriverPath.get / .wait: the position expects something else ──▶ OffPlanReads.get / .wait
+        each ref is one the run made ──▶ its token: in the driver's cache, or asked of the worker that
+        │                                 made it (FETCH; it hands it over as soon as it has it)
+        or one of the dynamic table ────▶ the runtime's own get / wait
+        anything else (a ref of a run that ended...) ──▶ ReplayRun.deviate: the script goes on dynamically
+
+A read changes nothing the workers do, so the plan's position does not move: a loop that looks at a
+result now and then (an evaluation every 50 iterations, a log line every 100 steps) keeps replaying
+between and across those looks.  Reaches the run only through its public interface (``given``, ``cache``,
+``fast.cancelled``,
+``handed``, ``links``, ``writer_of``, ``death_payloads``, ``op_at``, ``fetch``, ``drain``, ``gather``,
+``absorb_deaths``, ``dead_pending``) and the runtime through ``object_table``, ``get_values`` and
+``wait_ids``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .. import exceptions
+from . import serialization
+from .replay_ops import DEOPT
+
+
+class OffPlanReads:
+    """The run's reads off the plan, and how many it served (``count``, for explain())."""
+
+    def __init__(self, run):
+        self.run = run
+        self.count = 0
+
+    def get(self, object_ids, timeout, reason):
+        keys = self._keys(object_ids)
+        if keys is None:
+            return self.run.deviate(reason)
+        if not any(keys):
+            return self._dynamic(lambda: self.run.rt.get_values(object_ids, timeout))
+        tokens = self._collect(keys, len(keys), timeout)
+        if tokens is DEOPT:
+            return self.run.deviate(reason)
+        dynamic = [oid for oid, key in zip(object_ids, keys) if key is None]
+        values = dict(zip(dynamic, self.run.rt.get_values(dynamic, timeout))) if dynamic else {}
+        self.count += 1
+        out = []
+        cancelled = self.run.fast.cancelled
+        for oid, key, tok in zip(object_ids, keys, tokens):
+            if key is None:
+                out.append(values[oid])
+                continue
+            if tok is None:
+                raise exceptions.GetTimeoutError(f"Get timed out: some object(s) not ready after {timeout} s.")
+            if cancelled and oid in cancelled:
+                raise exceptions.TaskCancelledError()
+            value = tok.value()
+            if tok.flags & self.run.ext.F_ERROR:
+                from .submission import raisable
+                raise raisable(value)
+            out.append(value)
+        return out
+
+    def wait(self, object_ids, num_returns, timeout, reason):
+        keys = self._keys(object_ids)
+        if keys is None:
+            return self.run.deviate(reason)
+        if not any(keys):
+            return self._dynamic(lambda: self.run.rt.wait_ids(object_ids, num_returns, timeout, True))
+        if not all(keys):
+            return self.run.deviate(reason)       # a wait across both planes: the dynamic runtime's
+        tokens = self._collect(keys, num_returns, timeout)
+        if tokens is DEOPT:
+            return self.run.deviate(reason)
+        self.count += 1
+        return [tok is not None for tok in tokens]
+
+    def bring(self, keys):
+        """Into the driver's cache, the values of ``keys`` (each made by this run); False if a lent task
+        worker died meanwhile (the run must deoptimize: its results come from reruns)."""
+        return self._collect(keys, len(keys), None) is not DEOPT
+
+    # ------------------------------------------------------------------ helpers
+    def _dynamic(self, read):
+        self.count += 1
+        return read()
+
+    def _keys(self, object_ids):
+        """Per ref, (connection, producer index) if the run made it, None if the dynamic table has it;
+        None for all if some ref is neither."""
+        run = self.run
+        made = {oid: index_ret for index_ret, oid in run.given.items()}
+        table = run.rt.object_table
+        keys = []
+        for oid in object_ids:
+            index_ret = made.get(oid)
+            if index_ret is not None:
+                index, ret = index_ret
+                keys.append((run.op_at(index).outputs[ret], index))
+            elif oid in table:
+                keys.append(None)
+            else:
+                return None
+        return keys
+
+    def _collect(self, keys, need, timeout):
+        """Tokens for ``keys`` (None for the dynamic ones and those not ready) once ``need`` of them are
+        there, or at ``timeout``; DEOPT if a lent task worker died (its results come from reruns)."""
+        run = self.run
+        deadline = None if timeout is None else time.monotonic() + timeout
+        asked = set()
+        while True:
+            if run.dead_pending:
+                run.absorb_deaths()
+                if run.task_died:
+                    return DEOPT
+            tokens = [None if key is None else self._token(key, asked) for key in keys]
+            have = sum(1 for key, tok in zip(keys, tokens) if key is None or tok is not None)
+            if have >= need:
+                return tokens
+            seen = run.gather.count()
+            if run.drain():
+                continue
+            remaining = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+            if remaining <= 0:
+                return tokens
+            run.gather.wait(seen + 1, remaining)
+
+    def _token(self, key, asked):
+        run = self.run
+        tok = run.cache.get(key)
+        if tok is not None:
+            return tok
+        desc = run.handed.pop(key, None)
+        if desc is not None:
+            tok = self._token_of(desc)
+            run.cache[key] = tok            # aged with the run's other values (begin_period)
+            return tok
+        writer = run.writer_of.get(key[0])
+        payload = run.death_payloads.get(writer)
+        if payload is not None:
+            tok = run.cache[key] = run.ext.Token(run.ext.F_ERROR, payload)
+            return tok
+        link = run.links.get(writer)
+        if link is not None and not link.dead and key not in asked:
+            asked.add(key)
+            run.fetch(link, key)
+        return None
+
+    def _token_of(self, desc):
+        ext = self.run.ext
+        flags = ext.F_ERROR if desc[3] else 0
+        if desc[0] == serialization.SEGMENT:
+            return ext.Token(flags, serialization.map_segment(desc[1]), desc[1])
+        return ext.Token(flags, desc[1])

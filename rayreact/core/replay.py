@@ -282,9 +282,10 @@ class Reactor(RuntimeFront):
             self._no_pattern()
 
     def _maybe_infer(self, barrier_free=False):
-        """``barrier_free``: no get or wait for a while (refs flowing from call to call, or results the script
-        keeps and gathers later: those go to the driver, and a ref kept past the plan's buffering moves to the
-        dynamic table)."""
+        """``barrier_free``: no get or wait for a while.  A period found there is taken if values flow from
+        call to call in it (results the script keeps and reads later go to the driver, and a ref kept past
+        the plan's buffering moves to the dynamic table); a pure fan-out, whose calls read nothing the period
+        makes, is left to dynamic mode, which pipelines it as well and has no switch to pay."""
         rec = self.recorder
         n = len(rec.trace.events)
         if n < self.next_attempt:
@@ -296,6 +297,8 @@ class Reactor(RuntimeFront):
             if n > MAX_TRACE:
                 self._no_pattern()
             return
+        if barrier_free and not any(c.uses for c in plan.connections if c.source == "period"):
+            return          # a pure fan-out: nothing flows between its calls, and dynamic mode pipelines it
         self.plans_found += 1
         refusals = admission.refusals(plan, self.recorder.trace)
         if refusals:

@@ -110,13 +110,23 @@ class OffPlanReads:
         run = self.run
         deadline = None if timeout is None else time.monotonic() + timeout
         asked = set()
+        tokens = [None] * len(keys)
+        missing = [i for i, key in enumerate(keys) if key is not None]
+        have = len(keys) - len(missing)
         while True:
             if run.dead_pending:
                 run.absorb_deaths()
                 if run.task_died:
                     return DEOPT
-            tokens = [None if key is None else self._token(key, asked) for key in keys]
-            have = sum(1 for key, tok in zip(keys, tokens) if key is None or tok is not None)
+            left = []
+            for i in missing:                      # (only those still missing: a big gather stays linear)
+                tok = self._token(keys[i], asked)
+                if tok is None:
+                    left.append(i)
+                else:
+                    tokens[i] = tok
+            have += len(missing) - len(left)
+            missing = left
             if have >= need:
                 return tokens
             seen = run.gather.count()

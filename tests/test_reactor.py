@@ -1135,3 +1135,42 @@ def test_an_error_read_off_the_plan_raises_and_the_loop_goes_on(ray):
             want.append(float(running) if ok else "raised")
     assert seen == want
     expect_replayed(ray, 20)
+
+
+class Rollout:
+    """Pong-PG shaped: a gradient from the model it is given; episodes of varying length."""
+
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+        self.n = 0
+
+    def gradient(self, model):
+        self.n += 1
+        steps = int(self.rng.integers(1, 4000))          # work of varying length: completion order varies
+        acc = float(np.arange(steps).sum() % 7)
+        return model * 0.0 + self.n + acc, steps
+
+
+def test_waits_in_completion_order_serve_off_the_plan_while_the_calls_replay(ray):
+    # The calls repeat, the reads do not: whichever gradient is ready first is taken first.
+    actors = [ray.remote(Rollout).remote(k) for k in range(3)]
+    model = np.zeros(4)
+    totals = []
+    for _ in range(60):
+        model_ref = ray.put(model)
+        pending = [a.gradient.remote(model_ref) for a in actors]
+        total = 0.0
+        while pending:
+            [ready], pending = ray.wait(pending, num_returns=1)
+            grad, steps = ray.get(ready)
+            total += float(grad.sum())
+        model = model + 1e-3 * total
+        totals.append(total)
+    local = [Rollout(k) for k in range(3)]
+    model, want = np.zeros(4), []
+    for _ in range(60):
+        total = sum(float(local[k].gradient(model)[0].sum()) for k in range(3))
+        model = model + 1e-3 * total
+        want.append(total)
+    assert totals == pytest.approx(want)
+    expect_replayed(ray, 20)

@@ -35,8 +35,9 @@ class Explanation:
         self.periods_replayed = sum(r["periods"] for r in self.runs)
         self.events = snapshot.get("events", 0)
         # A run replays the driver's API events from its first up to where it ended (the deviating event,
-        # served dynamically, is not counted).
-        self.replayed_events = sum(r["index"] - r["first"] for r in self.runs)
+        # served dynamically, is not counted), and the reads it served off the plan.
+        self.replayed_events = sum(r["index"] - r["first"] - r.get("skipped_reads", 0) + r.get("off_plan_reads", 0)
+                                   for r in self.runs)
 
     @property
     def replayed_fraction(self):

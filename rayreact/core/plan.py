@@ -170,6 +170,9 @@ class Plan:
     connections: tuple[Connection, ...]
     guard: Guard
     blockers: tuple[str, ...] = ()   # reasons replay must not run this plan
+    # Found in the trace without its gets and waits (record.Trace.without_reads): indices count calls and
+    # puts only, and every read is served off the plan.
+    reads_excluded: bool = False
 
     @property
     def replayable(self) -> bool:
@@ -217,7 +220,8 @@ class Plan:
     def describe(self) -> str:
         lines = [f"period of {self.period} events starting at trace event {self.start}, "
                  f"{self.repeats} full periods recorded, next position {self.phase}, "
-                 f"replay best begins at position {self.switch}"]
+                 f"replay best begins at position {self.switch}"
+                 + ("; gets and waits left out (each served off the plan)" if self.reads_excluded else "")]
         for r in self.reactors:
             extra = f" {r.class_key}" if r.class_key else ""
             extra += " (concurrent)" if r.concurrent else ""

@@ -1185,6 +1185,7 @@ cdef class DriverPath:
     cdef object deopt
     cdef LastLiterals last_literals
     cdef public set cancelled          # results of actor calls ray.cancel named before they finished
+    cdef public int64_t skipped        # the plan's reads the script went on without (skip_reads)
 
     def __init__(self, run, ops, int64_t start, int64_t period, int64_t first, outs, Gather gather, double spin,
                  const_conns, writer_of, ref_type, new_id, deopt, poller):
@@ -1212,6 +1213,7 @@ cdef class DriverPath:
         self.poller = poller
         self.last_literals = LastLiterals()
         self.cancelled = set()
+        self.skipped = 0
 
     # ------------------------------------------------------------------ calls
     cdef object _literal_frame(self, list literals, int64_t idx, link):
@@ -1234,6 +1236,26 @@ cdef class DriverPath:
         link.arg_files.append((idx, path))
         return INVOKE_HEADER.pack(INVOKE, idx, 2) + path.encode()
 
+    cpdef int skip_reads(self) except -1:
+        """The script goes on without the plan's read here (a read changes nothing the workers do): move
+        past the plan's reads to its next call or put.  Returns 1 if that began a period, 0 if not, 2 if
+        the period could not begin (the run has deoptimized)."""
+        cdef int64_t idx = self.idx
+        cdef int64_t q
+        cdef bint began = False
+        cdef Op op = <Op>self.ops[(idx - self.start) % self.period]
+        while op.kind == GET or op.kind == WAIT:
+            idx += 1
+            self.skipped += 1
+            q = (idx - self.start) % self.period
+            self.idx = idx
+            if q == 0:
+                if not self.run.begin_period(idx):
+                    return 2
+                began = True
+            op = <Op>self.ops[q]
+        return began
+
     def call(self, actor_id, method, tuple args, dict kwargs, int nret):
         cdef int64_t idx = self.idx
         cdef int64_t q = (idx - self.start) % self.period
@@ -1241,6 +1263,14 @@ cdef class DriverPath:
         cdef tuple spec, const
         cdef dict given = self.given
         cdef Py_ssize_t i, n
+        cdef int began = 0
+        if op.kind == GET or op.kind == WAIT:
+            began = self.skip_reads()
+            if began == 2:
+                return self.deopt
+            idx = self.idx
+            q = (idx - self.start) % self.period
+            op = <Op>self.ops[q]
         if (op.kind != CALL or op.actor != actor_id or op.method != method or op.nret != nret
                 or len(args) != op.nargs or (tuple(kwargs) if kwargs else ()) != op.kwnames):
             return self.run.deviate_call(actor_id, method, _call_difference(op, actor_id, method, args, kwargs, nret))
@@ -1266,7 +1296,7 @@ cdef class DriverPath:
                     return self.run.deviate_call(actor_id, method, "with another ref")
             elif const[1] != value._id:
                 return self.run.deviate_call(actor_id, method, "with another ref")
-        if q == 0 and idx != self.first and not self.run.begin_period(idx):
+        if q == 0 and idx != self.first and not began and not self.run.begin_period(idx):
             return self.deopt
         link = op.link
         if literals:

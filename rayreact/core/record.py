@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Hashable, Mapping, Sequence
 
 TASK = "task"
@@ -223,6 +223,59 @@ class Trace:
             raise LookupError(f"event {producer} ({type(ev).__name__}) has no return {ret}")
         return ev.ref_id if type(ev) is Put else ev.ref_ids[ret]
 
+    def without_reads(self) -> "Trace":
+        """The same trace with every get and wait left out and the other events renumbered from
+        ``first_index`` (refs renamed to match): the calls alone, for scripts whose reads follow no fixed
+        pattern (a ``wait`` for whichever result is ready first), which replay serves off the plan."""
+        renumbered = {}
+        for event in self.events:
+            if type(event) not in (Get, Wait):
+                renumbered[event.index] = self.first_index + len(renumbered)
+
+        def ref(r):
+            return r if r.producer < 0 else RefArg(renumbered[r.producer], r.ret)
+
+        def arg(a):
+            if type(a) is RefArg:
+                return ref(a)
+            return Literal(a.type_name, tuple(ref(r) for r in a.nested)) if a.nested else a
+
+        events = []
+        for event in self.events:
+            kind = type(event)
+            if kind in (Get, Wait):
+                continue
+            index = renumbered[event.index]
+            if kind is Submit or kind is ActorCreate:
+                event = replace(event, index=index, args=tuple(arg(a) for a in event.args),
+                                kwargs=tuple((k, arg(v)) for k, v in event.kwargs))
+            elif kind is Put:
+                event = replace(event, index=index, nested=tuple(ref(r) for r in event.nested))
+            elif kind is Cancel:
+                event = replace(event, index=index, ref=ref(event.ref))
+            else:
+                event = replace(event, index=index)
+            events.append(event)
+        return Trace(events, dict(self.actors), list(self.externals), self.first_index, dict(self.task_options))
+
+    def reads_repeat(self, start: int, period: int, repeats: int) -> bool:
+        """Whether the gets and waits repeat with a period found ``without_reads`` (``start``, ``period``
+        in that numbering) over its last ``repeats`` full periods: then a plan that has them is near, and
+        better (its reads replay on the fast path)."""
+        calls = [e.index for e in self.events if type(e) not in (Get, Wait)]
+        full = (len(calls) - (start - self.first_index)) // period
+        if full < repeats:
+            return False
+        rounds = []
+        for k in range(full - repeats, full):
+            begin = calls[start - self.first_index + k * period]
+            end = calls[start - self.first_index + (k + 1) * period] if (k + 1) * period + start - \
+                self.first_index < len(calls) else self.first_index + len(self.events)
+            rounds.append(tuple((signature(e), tuple(r.producer - begin for r in e.refs))
+                                for e in self.events[begin - self.first_index:end - self.first_index]
+                                if type(e) in (Get, Wait)))
+        return all(r == rounds[0] for r in rounds)
+
     def to_json(self) -> str:
         return json.dumps({
             "first_index": self.first_index,
@@ -297,6 +350,7 @@ class Recorder:
         self.trace = Trace(actors=dict(actors or {}), first_index=first_index)
         self._events = self.trace.events
         self._next = first_index
+        self.reads = 0                 # gets and waits recorded (the index without them: next_index - reads)
 
     # -- the hot path -------------------------------------------------------
 
@@ -333,12 +387,14 @@ class Recorder:
         single = isinstance(refs, self._is_ref)
         index = self._next
         self._next = index + 1
+        self.reads += 1
         named = (self._ref(refs),) if single else tuple(self._ref(r) for r in refs)
         self._events.append(Get(index, call_site or self.call_site(), named, single, timeout is not None))
 
     def on_wait(self, refs, num_returns: int = 1, timeout=None, call_site: str | None = None) -> None:
         index = self._next
         self._next = index + 1
+        self.reads += 1
         self._events.append(Wait(index, call_site or self.call_site(), tuple(self._ref(r) for r in refs),
                                  num_returns, timeout is not None))
 

@@ -59,6 +59,7 @@ then comes back from the worker that made it).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import hashlib
 import logging
 import os
@@ -113,6 +114,7 @@ class Reactor(RuntimeFront):
         self.lock = threading.RLock()
         self.state = RECORDING
         self.index = 0                   # absolute event index of the next driver API call
+        self.api_events = 0              # every driver API event so far (explain's share replayed)
         self.recorder = None
         self.pending = None              # a replayable plan waiting for its switch point
         self.run = None
@@ -173,6 +175,7 @@ class Reactor(RuntimeFront):
 
     def _enter(self):
         """Called under ``self.lock`` at the start of every API event: True if this event replays."""
+        self.api_events += 1
         state = self.state
         if state is REPLAYING:
             run = self.run
@@ -186,7 +189,7 @@ class Reactor(RuntimeFront):
         if state is RECORDING:
             plan = self.pending
             # The workers of a run still handing over are busy with it: the next period switches instead.
-            if plan is not None and plan.position(self.index) == plan.switch and not self.draining:
+            if plan is not None and plan.position(self._plan_index(plan)) == plan.switch and not self.draining:
                 return self._switch(plan)
             return False
         if state is DYNAMIC:
@@ -196,11 +199,16 @@ class Reactor(RuntimeFront):
                 self._start_recording()
         return False
 
+    def _plan_index(self, plan):
+        """The index of the next event in the plan's numbering (calls and puts only if it left reads out)."""
+        return self.index - self.recorder.reads if plan.reads_excluded else self.index
+
     def _switch(self, plan):
         self.pending = None
         self.run_counter += 1
+        trace = self.recorder.trace.without_reads() if plan.reads_excluded else self.recorder.trace
         try:
-            run = ReplayRun(self, plan, self.recorder.trace, self.index, self.run_counter)
+            run = ReplayRun(self, plan, trace, self._plan_index(plan), self.run_counter)
         except Refused as exc:
             self._refuse(str(exc))
             return False
@@ -271,7 +279,7 @@ class Reactor(RuntimeFront):
         if event_kind in ("get", "wait"):
             self.last_barrier = self.index
         plan = self.pending
-        if plan is not None:
+        if plan is not None and not plan.reads_excluded:
             if not plan.guard.check(rec.trace.events[-1]):
                 self.pending = None
         if self.pending is None and event_kind in ("get", "wait"):
@@ -293,6 +301,15 @@ class Reactor(RuntimeFront):
         # Geometric spacing: infer's work stays a small constant per recorded event.
         self.next_attempt = n + max(8, n // 2)
         plan = infer(rec.trace, repeats=self.repeats, window=WINDOW, task_slots=self._task_slots())
+        if plan is None and rec.reads:
+            # Reads that follow no fixed pattern (a wait for whichever result is ready first, a look every
+            # few iterations) hide the calls' pattern: look for it among the calls alone.
+            plan = infer(rec.trace.without_reads(), repeats=self.repeats, window=WINDOW,
+                         task_slots=self._task_slots())
+            if plan is not None and rec.trace.reads_repeat(plan.start, plan.period, plan.repeats):
+                plan = None                # the reads follow the calls' period: wait for a plan that has them
+            if plan is not None:
+                plan = dataclasses.replace(plan, reads_excluded=True)
         if plan is None:
             if n > MAX_TRACE:
                 self._no_pattern()
@@ -520,8 +537,7 @@ class Reactor(RuntimeFront):
             "fallbacks": list(self.fallbacks),
             "refusals": dict(self.refusals),
             "plans_found": self.plans_found,
-            # (a run that ended at shutdown never handed its index back)
-            "events": max([self.index] + [r["index"] for r in runs]),
+            "events": self.api_events,
             "pending": self.pending,
         }
 
@@ -891,14 +907,20 @@ class ReplayRun:
         return DEOPT
 
     def put(self, value):
+        ext = self.ext
+        began = 0
+        if self.ops[(self.idx - self.start) % self.P].kind in (ext.GET, ext.WAIT):
+            began = self.fast.skip_reads()          # the script went on without the plan's read here
+            if began == 2:
+                return DEOPT
         idx = self.idx
         q = (idx - self.start) % self.P
         op = self.ops[q]
-        if op.kind != self.ext.PUT:
+        if op.kind != ext.PUT:
             return self.deviate("a put")
         if isinstance(value, ObjectRef):
             return self.deviate("a put of a ref")
-        if q == 0 and idx != self.first and not self.begin_period(idx):
+        if q == 0 and idx != self.first and not began and not self.begin_period(idx):
             return DEOPT
         try:
             ser = serialization.serialize(value)
@@ -1056,6 +1078,7 @@ class ReplayRun:
             "index": self.idx,
             "periods": self.periods,
             "off_plan_reads": self.reads.count,
+            "skipped_reads": self.fast.skipped if self.fast is not None else 0,
             "started": self.started - self.reactor.started,
             "ended": None if self.ended is None else self.ended - self.reactor.started,
             "reason": self.end_reason,

@@ -133,6 +133,9 @@ class Stepper:
     def step(self, a, b=0):
         return a + b
 
+    def other(self):
+        return "other"
+
 
 def _replay_a_stepping_loop(rounds=60):
     stepper = ray.remote(Stepper).remote()
@@ -166,9 +169,12 @@ def test_a_get_off_the_plan_is_served_and_does_not_move_the_plan(fresh):
     # A get only reads values: served off the plan, replay goes on.
     assert ray.get([stepper.step.remote(1), extra]) == [1, 3]
     assert context.current.reactor.state == "REPLAYING" and len(ray.explain(quiet=True).fallbacks) == before
-    # It did not take the plan's get: the script's next call is still checked against that position.
+    # It did not take the plan's get; the next call moves past that read, and replay goes on.
     assert ray.get(stepper.step.remote(2)) == 2
-    assert "position 1: expected get, got a call of step" in _last_fallback()
+    assert context.current.reactor.state == "REPLAYING" and len(ray.explain(quiet=True).fallbacks) == before
+    # A call the plan does not have still deviates, and is named.
+    assert ray.get(stepper.other.remote()) == "other"
+    assert "expected Stepper.step, got a call of other" in _last_fallback()
 
 
 class Pid:

@@ -13,10 +13,11 @@ channels it reads and writes, and how far back it must keep tokens::
 Frames on every ring are ``[kind u8][...]``: the driver writes ``INVOKE`` (the
 literal arguments of one reaction, already serialized: snapshot semantics),
 ``TOKEN`` (a value a driver ``put`` made, a seed, or what a rerun of a dead
-lent worker's call made), ``STOP``, ``DEAD`` and ``FETCH`` (the values a rerun
-needs of this worker, answered with ``TOKEN``s as soon as it has them); reactors
-write ``TOKEN`` (one per output per reader: a value is serialized once, however
-many readers), ``NOTE``, ``HANDOVER`` and ``STOPPED``.
+lent worker's call made), ``STOP``, ``DEAD`` and ``FETCH`` (values of this
+worker's the driver wants: for a rerun, a read off the plan, a ref kept past the
+plan's buffering; each answered with a ``HANDOVER`` of a copy as soon as the
+worker has it); reactors write ``TOKEN`` (one per output per reader: a value is
+serialized once, however many readers), ``NOTE``, ``HANDOVER`` and ``STOPPED``.
 
 Tokens are never overwritten in place: a token is a new bytes object (or a new
 segment file, hard-linked once per reader, each reader unlinking its link after
@@ -523,7 +524,8 @@ class Program:
     program)``: the worker runs ``steps`` (position -> :class:`Step`) once per period.
 
     ``plan`` the run's number; ``name`` the reactor's; ``period``, ``start`` the plan's; ``routes``:
-    connection -> (whether this worker reads it too, indices of the out rings to its other readers);
+    connection -> (whether this worker reads it too, indices of the out rings to its other readers, whether
+    to keep the token for the driver: it never sees it, or a lent task worker reads it);
     ``writers``: connection -> the reactor writing it; ``in_rings``/``out_rings``: (path, doorbell path) of
     each ring (the first of each: from and to the driver); ``const_conns``: connections holding constants;
     ``keep``, ``retain``: how many positions back tokens are kept (read again, handed over); the rest names
@@ -724,8 +726,9 @@ cdef class WorkerReactor:
         return progressed
 
     cdef void _fetch(self, keys, bint finished) except *:
-        """The driver reruns a dead lent worker's call and needs values only this worker holds: hand each
-        over now, or as soon as it is made; one made and no longer kept is handed over as lost (an error)."""
+        """The driver wants values only this worker holds (a rerun's inputs, a read off the plan, a ref kept
+        past the plan's buffering): hand a copy of each over now, or as soon as it is made; one made and no
+        longer kept, or never to be made here (``finished``), is handed over as lost (an error)."""
         for key in keys:
             key = tuple(key)
             tok = self.retained.get(key)
@@ -917,7 +920,8 @@ cdef class WorkerReactor:
         if tok.flags & F_REFS:
             self._write(self.to_driver, control_frame(NOTE, ("refs", index)))
         if keep:
-            # The driver keeps what it receives; only values it never sees wait here for a deopt.
+            # The driver keeps what it receives; values it never sees wait here for a deopt, and those a lent
+            # task worker reads for a rerun of its calls, should it die.
             self.retained[(conn, index)] = tok
         elif tok.path is not None:
             tok.discard()       # the readers hold their own links
@@ -932,21 +936,24 @@ cdef class WorkerReactor:
         return frame
 
     cdef object _put(self, ring, frame):
-        if ring.try_write(frame):
-            return frame
-        if type(frame) is list:
-            frame = b"".join(frame)
-        ring.want_space(True)
         try:
-            while not ring.try_write(frame):
-                if ring.is_closed() or self.exiting:
-                    return frame
-                if not self._drain():
-                    self.poller.wait(0.05)
-                if os.getppid() == 1:
-                    os._exit(1)
-        finally:
-            ring.want_space(False)
+            if ring.try_write(frame):
+                return frame
+            if type(frame) is list:
+                frame = b"".join(frame)
+            ring.want_space(True)
+            try:
+                while not ring.try_write(frame):
+                    if ring.is_closed() or self.exiting:
+                        return frame
+                    if not self._drain():
+                        self.poller.wait(0.05)
+                    if os.getppid() == 1:
+                        os._exit(1)
+            finally:
+                ring.want_space(False)
+        except channel.ChannelClosed:
+            pass                          # its reader died: nobody will read it (the run frees its files)
         return frame
 
     cdef void _log(self, int64_t index, double t0, double t1) except *:
@@ -973,6 +980,9 @@ cdef class WorkerReactor:
     # ------------------------------------------------------------------ stop
     cdef void _stop(self, wanted) except *:
         """Every invocation before STOP has run: hand over what the driver asks for, then wait for its ACK."""
+        if self.fetching:                 # asked for, never made here: the driver must not wait for them
+            self._fetch(list(self.fetching), True)
+            self.fetching.clear()
         for key in wanted:
             tok = self.retained.get(tuple(key))
             if tok is None:
@@ -1005,7 +1015,8 @@ cdef class WorkerReactor:
             worker._handle(msg)
 
     cdef void _read_inbox_stopped(self) except *:
-        # A rerun of a dead lent worker's call may still FETCH what we kept; a token it forwards now is not read.
+        # A rerun of a dead lent worker's call may still FETCH what we kept; a token it forwards now needs no
+        # reader (kept until _close, which unmaps it).
         while True:
             frame = self.inbox.read()
             if frame is None:
@@ -1047,6 +1058,14 @@ def handle(worker, msg):
 
 # ====================================================================== the driver's hot path
 CALL, PUT, GET, WAIT = 0, 1, 2, 3      # an Op's kind
+
+
+def _unlink_handed(desc):
+    if desc[0] == serialization.SEGMENT:
+        try:
+            os.unlink(desc[1])
+        except OSError:
+            pass
 
 
 cdef class Op:
@@ -1186,6 +1205,7 @@ cdef class DriverPath:
     cdef LastLiterals last_literals
     cdef public set cancelled          # results of actor calls ray.cancel named before they finished
     cdef public int64_t skipped        # the plan's reads the script went on without (skip_reads)
+    cdef public set forgotten          # (conn, index) of results for the driver whose refs died before they came
 
     def __init__(self, run, ops, int64_t start, int64_t period, int64_t first, outs, Gather gather, double spin,
                  const_conns, writer_of, ref_type, new_id, deopt, poller):
@@ -1214,6 +1234,7 @@ cdef class DriverPath:
         self.last_literals = LastLiterals()
         self.cancelled = set()
         self.skipped = 0
+        self.forgotten = set()
 
     # ------------------------------------------------------------------ calls
     cdef object _literal_frame(self, list literals, int64_t idx, link):
@@ -1312,10 +1333,11 @@ cdef class DriverPath:
         inflight = op.inflight
         if inflight is not None:
             # A task reactor: what it takes to run this call again, should its worker die first (Ray retries).
-            # The script's refs to values the driver holds keep them; one a worker makes is fetched if needed
-            # (holding its ref would oblige the driver to keep a value it never sees).
+            # The script's refs to values the driver holds keep them; of one a worker makes only the id is
+            # kept, and the value fetched if needed (its ref would oblige the driver to keep a value it never
+            # sees).
             if op.worker_fed is not None:
-                values = tuple([None if fed else v for v, fed in zip(values, op.worker_fed)])
+                values = tuple([v._id if fed else v for v, fed in zip(values, op.worker_fed)])
             inflight.append((idx, frame, values))
         self.idx = idx + 1
         self.write(link, frame)
@@ -1485,7 +1507,10 @@ cdef class DriverPath:
                     self._store(conn, index, tok)
                 elif kind == HANDOVER:
                     key, desc = parse_control(frame)
-                    self.handed[key] = desc
+                    if key in self.handed or key in self.cache:
+                        _unlink_handed(desc)       # handed twice (a FETCH and a STOP's list): keep one
+                    else:
+                        self.handed[key] = desc
                 elif kind == STOPPED:
                     link.stopped = True
                 elif kind == NOTE:
@@ -1498,6 +1523,10 @@ cdef class DriverPath:
             tok.free()                     # nobody can name it any more
             return
         key = (conn, index)
+        if self.forgotten and key in self.forgotten:
+            self.forgotten.discard(key)    # its ref died before it came (begin_period let it go)
+            tok.free()
+            return
         old = self.cache.get(key)
         if old is not None:
             (<Token>old).free()

@@ -620,12 +620,13 @@ class ReplayRun:
                     ``task_of``, ``links`` (reactor name -> replay_ops.Link once the workers are taken)
         built by the wiring, read by both
                     ``bell``, ``gather``, ``poller``, ``spin``, ``paths`` (files to remove), ``ring_paths``,
-                    ``writer_of``, ``const_key``, ``ops`` (reactor.Op per position), ``fast`` (the
-                    DriverPath), ``started_workers``
+                    ``writer_of``, ``driver_reads`` (connections routed to the driver), ``pair_paths``,
+                    ``const_key``, ``ops`` (reactor.Op per position), ``fast`` (the DriverPath), ``started_workers``
         state       ``given``, ``cache``, ``windows``, ``death_payloads`` (the DriverPath's), ``handed``,
-                    ``dead_pending``, ``seed_views``, ``lent``, ``abandoned``, ``handover`` (the thread),
-                    ``ended``, ``end_reason``
-        methods     ``write``, ``drain``, ``send_desc``, ``fetch``, ``op_at``, ``absorb_deaths``, ``reap_arg_files``
+                    ``dead_pending``, ``task_died``, ``reason``, ``cancelled_tasks``, ``seed_views``, ``lent``,
+                    ``abandoned``, ``handover`` (the thread), ``ended``, ``end_reason``
+        methods     ``write``, ``drain``, ``send_desc``, ``fetch``, ``op_at``, ``absorb_deaths``, ``reap_arg_files``,
+                    ``deviate``, ``deopt_at_next_call``
     """
 
     def __init__(self, reactor, plan, trace, first_index, number):
@@ -656,6 +657,8 @@ class ReplayRun:
         max_lag = max((u.lag for c in plan.connections for u in c.uses), default=0)
         self.R = max(2, max_lag + 2)
         self.links = {}
+        self.pair_paths = {}             # (writer, reader) -> the ring between two workers (the wiring's)
+        self.cancelled_tasks = set()     # trace indices of task calls ray.cancel named (their reruns fail)
         self.lent = []                   # pool workers lent to this run's task reactors
         self.task_of = {}                # plan target key -> (guard target, RemoteFunction, options)
         for reaction in plan.reactions:
@@ -847,6 +850,7 @@ class ReplayRun:
             given = self.fast.given
             self.fast.cancelled.update(given[index, ret] for ret in range(op.nret) if (index, ret) in given)
             return op.feeds_workers
+        self.cancelled_tasks.add(index)            # (should its worker die, its rerun fails as cancelled)
         if not force:                              # else the drain would wait for it to finish
             link.w.bell.cancel_invocation(index)
             self.rt.interrupt(link.w, unfinished)
@@ -883,6 +887,7 @@ class ReplayRun:
             if link.dead:
                 continue
             link.dead = True
+            self._close_rings_to(link.name)
             self.drain()
             if link.inflight is not None:
                 # No DEAD notice: the reactions reading its results get those of its calls' reruns
@@ -896,6 +901,17 @@ class ReplayRun:
             for other in self.links.values():
                 if not other.dead:
                     self.write(other, self.ext.control_frame(self.ext.DEAD, (link.name, payload)))
+
+    def _close_rings_to(self, name):
+        """A worker died: its writers must not wait for room in its rings (a full one would hold them)."""
+        for (_, reader), path in self.pair_paths.items():
+            if reader == name:
+                try:
+                    ring = channel.Ring(path)
+                except OSError:
+                    continue
+                ring.mark_closed()
+                ring.close()
 
     # ------------------------------------------------------------------ the fast paths
     def deviate(self, what):
@@ -975,6 +991,7 @@ class ReplayRun:
             return False
         kept = collections.deque()
         promote = []
+        driver_reads, forgotten = self.driver_reads, self.fast.forgotten
         for start, keys in windows:
             old = start < horizon
             left = []
@@ -994,6 +1011,8 @@ class ReplayRun:
                 tok = cache.pop((conn, index), None)
                 if tok is not None:
                     tok.free()
+                elif conn in driver_reads:
+                    forgotten.add((conn, index))    # still on its way: freed as it comes
             if left:
                 kept.append((start, left))
         kept.append((idx, []))

@@ -3,18 +3,21 @@
 ::
 
     DriverPath.get / .wait: the position expects something else ──▶ OffPlanReads.get / .wait
-        each ref is one the run made ──▶ its token: in the driver's cache, or asked of the worker that
-        │                                 made it (FETCH; it hands it over as soon as it has it)
-        or one of the dynamic table ────▶ the runtime's own get / wait
-        anything else (a ref of a run that ended...) ──▶ ReplayRun.deviate: the script goes on dynamically
+        each ref is one the run made ──▶ its token: in the driver's cache (or on its way there), or
+        │                                 asked of the worker that made it (FETCH: it hands a copy over
+        │                                 as soon as it has it)
+        all of the dynamic table ───────▶ DEOPT without deoptimizing: the Reactor reads them through the
+        │                                 runtime, outside its lock (a read may wait on another thread)
+        some of each ───────────────────▶ served here if the dynamic ones are ready, else ``deviate``
+        anything else (a ref of a run that ended...) ──▶ ``deviate``: the script goes on dynamically
 
-A read changes nothing the workers do, so the plan's position does not move: a loop that looks at a
-result now and then (an evaluation every 50 iterations, a log line every 100 steps) keeps replaying
-between and across those looks.  Reaches the run only through its public interface (``given``, ``cache``,
-``fast.cancelled``,
-``handed``, ``links``, ``writer_of``, ``death_payloads``, ``op_at``, ``fetch``, ``drain``, ``gather``,
-``absorb_deaths``, ``dead_pending``) and the runtime through ``object_table``, ``get_values`` and
-``wait_ids``.
+A read changes nothing the workers compute, so the plan's position does not move: a loop that looks at a
+result now and then (an evaluation every 50 iterations, a log line every 100 steps, a wait for whichever
+result is ready first) keeps replaying between and across those looks.  Reaches the run only through its
+public interface (``given``, ``cache``, ``handed``, ``links``, ``writer_of``, ``driver_reads``,
+``death_payloads``, ``dead_pending``, ``task_died``, ``plan``, ``start``, ``P``, ``fast.cancelled``, ``ext``,
+``rt``, ``fetch``, ``drain``, ``gather``, ``absorb_deaths``, ``deviate``, ``deopt_at_next_call``) and the
+runtime through ``object_table``.
 """
 
 from __future__ import annotations
@@ -32,18 +35,22 @@ class OffPlanReads:
     def __init__(self, run):
         self.run = run
         self.count = 0
+        self.asked = set()          # keys asked of a worker (FETCH) and not yet here: asked once per run
 
     def get(self, object_ids, timeout, reason):
         keys = self._keys(object_ids)
         if keys is None:
             return self.run.deviate(reason)
         if not any(keys):
-            return self._dynamic(lambda: self.run.rt.get_values(object_ids, timeout))
+            return self._dynamic()
+        dynamic = [oid for oid, key in zip(object_ids, keys) if key is None]
+        table = self.run.rt.object_table
+        if not all(table.is_ready(oid) for oid in dynamic):
+            return self.run.deviate(reason)       # waiting on both planes at once: the dynamic runtime's
         tokens = self._collect(keys, len(keys), timeout)
         if tokens is DEOPT:
             return self.run.deviate(reason)
-        dynamic = [oid for oid, key in zip(object_ids, keys) if key is None]
-        values = dict(zip(dynamic, self.run.rt.get_values(dynamic, timeout))) if dynamic else {}
+        values = dict(zip(dynamic, self.run.rt.get_values(dynamic, None))) if dynamic else {}
         self.count += 1
         out = []
         cancelled = self.run.fast.cancelled
@@ -67,7 +74,7 @@ class OffPlanReads:
         if keys is None:
             return self.run.deviate(reason)
         if not any(keys):
-            return self._dynamic(lambda: self.run.rt.wait_ids(object_ids, num_returns, timeout, True))
+            return self._dynamic()
         if not all(keys):
             return self.run.deviate(reason)       # a wait across both planes: the dynamic runtime's
         tokens = self._collect(keys, num_returns, timeout)
@@ -82,9 +89,11 @@ class OffPlanReads:
         return self._collect(keys, len(keys), None) is not DEOPT
 
     # ------------------------------------------------------------------ helpers
-    def _dynamic(self, read):
+    def _dynamic(self):
+        # Every ref is the dynamic table's: the Reactor reads them through the runtime (DEOPT asks for the
+        # dynamic path; the run stays live, and its position does not move).
         self.count += 1
-        return read()
+        return DEOPT
 
     def _keys(self, object_ids):
         """Per ref, (connection, producer index) if the run made it, None if the dynamic table has it;
@@ -92,12 +101,13 @@ class OffPlanReads:
         run = self.run
         made = {oid: index_ret for index_ret, oid in run.given.items()}
         table = run.rt.object_table
+        reactions, start, period = run.plan.reactions, run.start, run.P
         keys = []
         for oid in object_ids:
             index_ret = made.get(oid)
             if index_ret is not None:
                 index, ret = index_ret
-                keys.append((run.op_at(index).outputs[ret], index))
+                keys.append((reactions[(index - start) % period].outputs[ret], index))
             elif oid in table:
                 keys.append(None)
             else:
@@ -109,41 +119,47 @@ class OffPlanReads:
         there, or at ``timeout``; DEOPT if a lent task worker died (its results come from reruns)."""
         run = self.run
         deadline = None if timeout is None else time.monotonic() + timeout
-        asked = set()
         tokens = [None] * len(keys)
         missing = [i for i, key in enumerate(keys) if key is not None]
         have = len(keys) - len(missing)
-        while True:
-            if run.dead_pending:
-                run.absorb_deaths()
-                if run.task_died:
-                    return DEOPT
-            left = []
-            for i in missing:                      # (only those still missing: a big gather stays linear)
-                tok = self._token(keys[i], asked)
-                if tok is None:
-                    left.append(i)
-                else:
-                    tokens[i] = tok
-            have += len(missing) - len(left)
-            missing = left
-            if have >= need:
-                return tokens
-            seen = run.gather.count()
-            if run.drain():
-                continue
-            remaining = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
-            if remaining <= 0:
-                return tokens
-            run.gather.wait(seen + 1, remaining)
+        try:
+            while True:
+                if run.dead_pending:
+                    run.absorb_deaths()
+                    if run.task_died:
+                        return DEOPT
+                left = []
+                for i in missing:                  # (only those still missing)
+                    tok = self._token(keys[i])
+                    if tok is None:
+                        left.append(i)
+                    else:
+                        tokens[i] = tok
+                have += len(missing) - len(left)
+                missing = left
+                if have >= need:
+                    return tokens
+                seen = run.gather.count()
+                if run.drain():
+                    continue
+                remaining = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+                if remaining <= 0:
+                    return tokens
+                run.gather.wait(seen + 1, remaining)
+        except BaseException:
+            # Ctrl-C while waiting: the run ends at the script's next call, as on the fast path.
+            run.deopt_at_next_call("the script was interrupted (a signal) during a replayed read")
+            raise
 
-    def _token(self, key, asked):
+    def _token(self, key):
         run = self.run
         tok = run.cache.get(key)
         if tok is not None:
+            self.asked.discard(key)
             return tok
         desc = run.handed.pop(key, None)
         if desc is not None:
+            self.asked.discard(key)
             tok = self._token_of(desc)
             run.cache[key] = tok            # aged with the run's other values (begin_period)
             return tok
@@ -152,9 +168,11 @@ class OffPlanReads:
         if payload is not None:
             tok = run.cache[key] = run.ext.Token(run.ext.F_ERROR, payload)
             return tok
+        if key[0] in run.driver_reads:
+            return None                     # on its way here anyway
         link = run.links.get(writer)
-        if link is not None and not link.dead and key not in asked:
-            asked.add(key)
+        if link is not None and not link.dead and key not in self.asked:
+            self.asked.add(key)
             run.fetch(link, key)
         return None
 

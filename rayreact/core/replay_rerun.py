@@ -8,10 +8,11 @@
     the handover thread, while the links drain ──▶ Reruns.advance(), again and again:
         1. take the calls each dead lent worker was sent and never finished (its timeline says which)
         2. find each call's inputs: the literals in its invocation frame; values the driver holds (its
-           cache, what workers handed over); an earlier rerun's results; a value that only the worker
-           that made it still holds is asked of that worker with FETCH, and it answers with a TOKEN
+           cache, what workers handed over, the dynamic table); an earlier rerun's results; a value that
+           only the worker that made it still holds is asked of it with FETCH (it hands over a copy)
         3. once every input is there, submit the call dynamically under the same return ids
-           (``max_retries`` less one); an input that is an error fails it as a failed dependency would
+           (``max_retries`` less one for the call the worker was running, as Ray counts: those queued
+           behind it go as they were); an input that is an error fails it as a failed dependency would
         4. once a rerun's results are ready, send them as TOKENs to the workers whose reactions read them
 
 Calls are taken and submitted in call order, so that a rerun reading an earlier rerun's result passes
@@ -41,12 +42,13 @@ class _Failed:
 class _Call:
     """One call to run again: its position in the trace and what the DriverPath kept of it."""
 
-    __slots__ = ("link", "index", "frame", "values", "return_ids", "refs")
+    __slots__ = ("link", "index", "frame", "values", "return_ids", "refs", "charged")
 
     def __init__(self, link, index, frame, values):
         self.link, self.index, self.frame, self.values = link, index, frame, values
         self.return_ids = None
         self.refs = ()
+        self.charged = False        # the call the worker was running: its retry is spent (Ray's count)
 
 
 class Reruns:
@@ -58,7 +60,7 @@ class Reruns:
         self.waiting = []           # calls whose inputs are not all there yet, in call order
         self.forwarding = []        # submitted calls whose results workers still wait for
         self.asked = set()          # (conn, producer index) asked of a worker with FETCH
-        self.made = {}              # (conn, producer index) -> return id of the rerun that makes it
+        self.made = {}              # (conn, producer index) -> a ref to the rerun result that makes it
         self.keys = set()           # (conn, index) of every rerun's results: the handover leaves them be
 
     def take_new_deaths(self):
@@ -70,16 +72,21 @@ class Reruns:
                 continue
             self.taken.add(link.name)
             done = link.timeline.last_index() if link.timeline is not None else -1
+            first = True
             for index, frame, values in link.inflight:
                 outputs = run.op_at(index).outputs
                 if index <= done or (outputs and all((cid, index) in run.cache for cid in outputs)):
                     continue
-                found.append(_Call(link, index, frame, values))
+                call = _Call(link, index, frame, values)
+                # The calls queued behind the one it ran go to another worker as they are, as in Ray.
+                call.charged, first = first, False
+                found.append(call)
         for call in sorted(found, key=lambda c: c.index):
             op = run.op_at(call.index)
             call.return_ids = [run.given.get((call.index, ret)) or ids.new_id() for ret in range(op.nret)]
             for cid, oid in zip(op.outputs, call.return_ids):
-                self.made[(cid, call.index)] = oid
+                # A ref: the entry lives until every rerun reading it is submitted (dropped in give_up).
+                self.made[(cid, call.index)] = ObjectRef(oid)
                 self.keys.add((cid, call.index))
             self.waiting.append(call)
         self.waiting.sort(key=lambda c: c.index)
@@ -104,11 +111,13 @@ class Reruns:
         return self._forward() or progressed
 
     def give_up(self):
-        """Fail the calls still waiting for an input that can no longer come (the run has ended)."""
+        """The run has ended: fail the calls still waiting for an input that can no longer come, and let go
+        of the reruns' results (the script's own refs keep what it still names)."""
         for call in self.waiting:
             err = exceptions.RaySystemError("rayreact lost an input of a rerun of a dead worker's call")
             self._fail(call, (serialization.INLINE, serialization.serialize(err, is_error=True).pack(), [], True))
         self.waiting = []
+        self.made = {}
 
     def any_ready(self):
         table = self.run.rt.object_table
@@ -122,13 +131,13 @@ class Reruns:
         op = run.op_at(call.index)
         literals = iter(self._literals(call.frame))
         values, missing = [], False
-        for spec in op.specs:          # (call.values only kept the driver's values alive until now)
+        for spec, held in zip(op.specs, call.values):
             if spec is None:
                 values.append(next(literals))
                 continue
             conn, distance, ret, const = spec
             key = const[0] if const is not None else (conn, call.index - distance)
-            value = self._input(key, ret, const)
+            value = self._input(key, ret, const, held)
             if value is _MISSING:
                 missing = True
             elif type(value) is _Failed:
@@ -136,11 +145,13 @@ class Reruns:
             values.append(value)
         return _MISSING if missing else values
 
-    def _input(self, key, ret, const):
+    def _input(self, key, ret, const, held):
+        """``held``: what the DriverPath kept of the argument, the script's ref (a value the driver made)
+        or its id (a value a worker made; the ref would have kept it in the driver)."""
         run = self.run
-        oid = self.made.get(key)
-        if oid is not None:
-            return ObjectRef(oid)
+        ref = self.made.get(key)
+        if ref is not None:
+            return ref
         tok = run.cache.get(key)
         if tok is not None:
             if tok.flags & run.ext.F_ERROR:
@@ -153,9 +164,11 @@ class Reruns:
             pack = desc[1] if desc[0] == serialization.INLINE else serialization.map_segment(desc[1])
             return serialization.loads_pack(pack)
         table = run.rt.object_table
-        oid = const[1] if const is not None else run.given.get((key[1], ret))
-        if oid is not None and table.is_ready(oid):
-            return ObjectRef(oid)
+        # Moved to the dynamic table (kept past the plan's buffering), or a constant it holds.
+        for oid in (held._id if isinstance(held, ObjectRef) else held,
+                    const[1] if const is not None else run.given.get((key[1], ret))):
+            if oid is not None and table.is_ready(oid):
+                return ObjectRef(oid)
         writer = run.writer_of.get(key[0])
         link = run.links.get(writer)
         if link is not None and not link.dead:
@@ -187,6 +200,15 @@ class Reruns:
         _, function, options = run.task_of[run.plan.reactions[op.position].target]
         if type(values) is _Failed:
             self._fail(call, values.desc)
+            return
+        if call.index in run.cancelled_tasks:
+            err = exceptions.TaskCancelledError()
+            self._fail(call, (serialization.INLINE, serialization.serialize(err, is_error=True).pack(), [], True))
+            return
+        if not call.charged:
+            call.refs = rt.submit_task(function, tuple(values[:op.nargs]), dict(zip(op.kwnames, values[op.nargs:])),
+                                       options, return_ids=call.return_ids)
+            self.forwarding.append(call)
             return
         retries = options.get("max_retries")
         retries = 3 if retries is None else retries

@@ -36,6 +36,7 @@ class Wiring:
         self._open_link_rings(prefix)
         readers = self._classify_connections()
         pair_path = self._open_pair_rings(prefix, readers)
+        run.pair_paths = pair_path
         programs = self._build_programs(prefix, readers, pair_path)
         self._build_driver_path(readers)
         self._start_workers(programs)
@@ -68,6 +69,7 @@ class Wiring:
         readers = {c.id: list(dict.fromkeys(u.reactor for u in c.uses))
                    or (["driver"] if c.source == "period" and c.reactor != "driver" else []) for c in conns}
         run.writer_of = {c.id: c.reactor for c in conns}
+        run.driver_reads = frozenset(cid for cid, rs in readers.items() if "driver" in rs)
         run.const_key = {}
         for c in conns:
             if c.source == "prefix":

@@ -324,10 +324,15 @@ class Reactor(RuntimeFront):
         self.pending = plan
 
     def _task_slots(self):
-        """How many pool workers a plan's task calls may be dealt over: those started, up to the pool's size."""
+        """How many pool workers a plan's task calls may be dealt over: those started, up to the pool's size;
+        one where the script's actors alone outnumber the pool (the cores): there, another lent worker only
+        adds a process taking turns on them (measured on marl_chain: 475 against 435 steps/s with two)."""
         rt = self.rt
         with rt.lock:
             started = sum(1 for w in rt.workers.values() if w.kind == "task" and w.ready and not w.dead)
+            actors = sum(1 for a in rt.actors.values() if a.state != "DEAD")
+        if actors >= rt.pool_target:
+            return 1
         return max(1, min(rt.pool_target, started))
 
     def _record_submit(self, kind, target, actor, args, kwargs, num_returns, out):

@@ -676,3 +676,37 @@ def test_window_bounds_the_search():
     assert recent.period == whole.period == 4 and recent.start >= n - 14
     assert recent.reactors == whole.reactors and recent.connections == whole.connections
     assert infer(s.trace, window=11) is None
+
+
+def test_calls_whose_reads_follow_no_pattern_are_found_without_the_reads():
+    # Pong-PG shaped: a put and three calls repeat, the waits take whichever result is ready first.
+    s = Script(["a", "b", "c"])
+    orders = [(0, 1, 2), (2, 0, 1), (1, 2, 0), (0, 2, 1), (2, 1, 0), (1, 0, 2)]
+    for order in orders:
+        model = s.put()
+        grads = [s.call(actor, "gradient", model) for actor in "abc"]
+        pending = list(grads)
+        for k in order:
+            s.wait(pending)
+            s.get(grads[k])
+            pending.remove(grads[k])
+    assert infer(s.trace) is None, "with its reads the trace has no period"
+    calls = s.trace.without_reads()
+    assert [type(e).__name__ for e in calls.events[-4:]] == ["Put", "Submit", "Submit", "Submit"]
+    assert [e.index for e in calls.events] == list(range(calls.first_index, calls.first_index + len(calls.events)))
+    # Refs are renamed with the events: each call names the put of its own round.
+    for put, *submits in zip(*[iter(calls.events[3:])] * 4):
+        assert all(sub.args[0] == RefArg(put.index, 0) for sub in submits)
+        assert calls.ref_id(put.index) == put.ref_id
+    plan = infer(calls)
+    assert plan is not None and plan.period == 4 and plan.replayable
+    assert not s.trace.reads_repeat(plan.start, plan.period, plan.repeats)
+
+
+def test_reads_that_repeat_with_the_calls_are_kept_in_the_plan():
+    s = Script(["a"])
+    for step in range(6):
+        s.get(s.call("a", "step", step))
+    plan = infer(s.trace.without_reads())
+    assert plan.period == 1
+    assert s.trace.reads_repeat(plan.start, plan.period, plan.repeats)

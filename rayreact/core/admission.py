@@ -9,9 +9,8 @@
 
 Two levels, kept apart so that a plan says what the *pattern* is whatever the engine can do: ``infer``
 fills ``Plan.blockers`` with :func:`blockers` (concurrent actors, counts that are not fixed, values read
-too many periods late); :func:`engine_limits` adds what core.replay cannot run yet (tasks reading or
-feeding other reactions, refs nested in arguments, task options it does not honour, actors whose calls
-may be retried).  The reactor replays a plan only if :func:`refusals` is empty, and ``explain()`` lists
+too many periods late); :func:`engine_limits` adds what core.replay cannot run yet (refs nested in
+arguments, task options it does not honour, actors whose calls may be retried).  The reactor replays a plan only if :func:`refusals` is empty, and ``explain()`` lists
 each refusal it met with its count.  Everything here is pure and reads plain data: the plan, and what the
 trace recorded beside its events (each actor's concurrency and retry setting, the options of each task
 call site).
@@ -23,7 +22,6 @@ out when it starts, and a start that fails is reported as such.
 
 from __future__ import annotations
 
-from .plan import DRIVER
 
 # Task options the replay engine honours; a call site with any other runs dynamically.
 REPLAYED_TASK_OPTIONS = frozenset(("num_returns", "max_retries", "name"))
@@ -85,7 +83,6 @@ def _lags(plan, max_lag):
 
 
 def _tasks(plan, trace):
-    conns = plan.connections
     for reaction in plan.reactions:
         if reaction.op != "task":
             continue

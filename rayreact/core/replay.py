@@ -279,9 +279,12 @@ class Reactor(RuntimeFront):
         if event_kind in ("get", "wait"):
             self.last_barrier = self.index
         plan = self.pending
-        if plan is not None and not plan.reads_excluded:
-            if not plan.guard.check(rec.trace.events[-1]):
-                self.pending = None
+        if plan is not None:
+            if not plan.reads_excluded:
+                if not plan.guard.check(rec.trace.events[-1]):
+                    self.pending = None
+            elif event_kind not in ("get", "wait") and not plan.guard.check(rec.trace.without_reads().events[-1]):
+                self.pending = None      # (renumbered without the reads, as the plan was found)
         if self.pending is None and event_kind in ("get", "wait"):
             self._maybe_infer()
         elif self.pending is None and rec.next_index - self.last_barrier >= BARRIER_FREE:
@@ -435,6 +438,7 @@ class Reactor(RuntimeFront):
 
     def create_actor(self, actor_class, args, kwargs, options):
         with self.lock:
+            self.pending = None          # a creation never repeats: the pattern a plan waited for has ended
             if self._enter():
                 self.deopt(f"a new actor ({actor_class._cls.__name__})")
             handle = self.rt.create_actor(actor_class, args, kwargs, options)
@@ -448,6 +452,7 @@ class Reactor(RuntimeFront):
 
     def kill_actor(self, actor_id, no_restart=True):
         with self.lock:
+            self.pending = None          # (as for a creation)
             if self._enter():
                 self.deopt("ray.kill of an actor")
             if self.state is RECORDING:

@@ -127,7 +127,11 @@ def find_period(trace: Trace, repeats: int = DEFAULT_REPEATS, max_period: int | 
     sigs = [signature(e) for e in events]
     refs = [ref_slots(e) for e in events]
     longest = n // repeats if max_period is None else min(max_period, n // repeats)
-    for length in range(1, longest + 1):
+    # A period holds a call, and the last ``length`` events are one whole period: lengths whose last events
+    # hold no call are skipped before the O(n) region walk (a long run of puts or gets would make every
+    # length match the whole window, and the search quadratic).
+    last_submit = max((t for t in range(n) if type(events[t]) is Submit), default=-1)
+    for length in range(max(1, n - last_submit), longest + 1):
         found = _region(sigs, refs, base, length)
         if found is None:
             continue

@@ -190,13 +190,16 @@ def _ref_modes(a_refs, b_refs, a_index, b_index):
 
 
 def _producers_exist(events, refs, base, start, relative):
-    """Every relative ref must name a position of the period that makes enough returns."""
+    """Every relative ref must name a position of the period that makes enough returns, and the region must
+    show that position's value read at least once (a call reading values made before the region, each as
+    far back, is no loop-carried flow: five calls reading five earlier results look like one)."""
     length = len(relative)
+    last_period = start + ((len(events) - start) // length - 1) * length
     for q in range(length):
-        for ref, rel in zip(refs[start + q], relative[q]):
+        for ref, rel, last in zip(refs[start + q], relative[q], refs[last_period + q]):
             if rel:
                 p = (q - (base + start + q - ref.producer)) % length
-                if produces(events[start + p]) <= ref.ret:
+                if produces(events[start + p]) <= ref.ret or last.producer < base + start:
                     return False
     return True
 

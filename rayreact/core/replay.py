@@ -721,6 +721,9 @@ class ReplayRun:
         actors = list(self.links.values())
         table = rt.object_table
 
+        if any(oid not in table for oid in seed_ids):
+            raise Refused("a value the plan starts from was freed")
+
         def quiet():
             for a in actors:
                 if a.queues.get(-1) or a.state != "ALIVE" or a.worker is None or not a.worker.pid \

@@ -63,3 +63,30 @@ def test_the_trace_keeps_task_options_and_retry_settings_through_json():
     back = Trace.from_json(s.trace.to_json())
     assert back.task_options == {"f": frozenset(["num_cpus"])}
     assert back.actors["r"].max_task_retries == 2
+
+
+def _loop_of_gets(times_per_event):
+    s = Script(["a"])
+    for step in range(4):
+        s.get(s.call("a", "f", step))
+    s.trace.times[:] = [k * times_per_event for k in range(len(s.trace.events))]
+    return s
+
+
+def test_the_cost_rule_declines_a_loop_of_calls_that_take_hundreds_of_ms():
+    slow = _loop_of_gets(0.15)                  # a call and its get each 150 ms apart: 300 ms per call
+    plan = infer(slow.trace)
+    assert plan.replayable, "the pattern itself is a fixed graph"
+    (reason,) = admission.refusals(plan, slow.trace)
+    assert "100 ms or more" in reason and "replay would save under 0.1%" in reason
+    calls_alone = slow.trace.without_reads()
+    assert calls_alone.times == [t for t, e in zip(slow.trace.times, slow.trace.events) if type(e).__name__ == "Submit"]
+    fast = _loop_of_gets(0.0002)
+    assert admission.refusals(infer(fast.trace), fast.trace) == ()
+
+
+def test_the_cost_rule_needs_the_times_of_the_events():
+    loaded = Trace.from_json(_loop_of_gets(0.15).trace.to_json())    # a trace read from a file has no times
+    assert loaded.times == []
+    assert admission.refusals(infer(loaded), loaded) == ()
+    assert loaded.without_reads().events and loaded.without_reads().times == []

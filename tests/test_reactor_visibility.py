@@ -249,6 +249,24 @@ def test_a_loop_without_gets_replays(fresh):
     assert ray.explain(quiet=True).periods_replayed - before >= 40
 
 
+class Slow:
+    def step(self, x):
+        time.sleep(0.15)            # each call far longer than what replay could save on it
+        return x + 1
+
+
+def test_a_loop_of_slow_calls_stays_dynamic_and_explain_says_why(fresh):
+    slow = ray.remote(Slow).remote()
+    before = ray.explain(quiet=True)
+    x = 0
+    for _ in range(8):
+        x = ray.get(slow.step.remote(x))
+    after = ray.explain(quiet=True)
+    assert x == 8
+    assert after.periods_replayed == before.periods_replayed
+    assert "calls of 100 ms or more each: replay would save under 0.1% of the loop's time" in str(after)
+
+
 def test_run_explain_prints_the_report(tmp_path):
     script = tmp_path / "loop.py"
     script.write_text(

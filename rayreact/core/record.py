@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import sys
+from time import monotonic as _now
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Hashable, Mapping, Sequence
 
@@ -210,6 +211,7 @@ class Trace:
     externals: list = field(default_factory=list)
     first_index: int = 0
     task_options: dict = field(default_factory=dict)  # task target -> the option names it was called with
+    times: list = field(default_factory=list)         # times[k]: time.monotonic() when events[k] was recorded
 
     def event(self, index: int):
         return self.events[index - self.first_index]
@@ -240,11 +242,14 @@ class Trace:
                 return ref(a)
             return Literal(a.type_name, tuple(ref(r) for r in a.nested)) if a.nested else a
 
-        events = []
-        for event in self.events:
+        events, times = [], []
+        timed = len(self.times) == len(self.events)    # (a trace loaded from a file has no times)
+        for k, event in enumerate(self.events):
             kind = type(event)
             if kind in (Get, Wait):
                 continue
+            if timed:
+                times.append(self.times[k])
             index = renumbered[event.index]
             if kind is Submit or kind is ActorCreate:
                 event = replace(event, index=index, args=tuple(arg(a) for a in event.args),
@@ -256,7 +261,8 @@ class Trace:
             else:
                 event = replace(event, index=index)
             events.append(event)
-        return Trace(events, dict(self.actors), list(self.externals), self.first_index, dict(self.task_options))
+        return Trace(events, dict(self.actors), list(self.externals), self.first_index, dict(self.task_options),
+                     times)
 
     def reads_repeat(self, start: int, period: int, repeats: int) -> bool:
         """Whether the gets and waits repeat with a period found ``without_reads`` (``start``, ``period``
@@ -349,6 +355,7 @@ class Recorder:
         self._literals: dict = {}      # type -> shared Literal
         self.trace = Trace(actors=dict(actors or {}), first_index=first_index)
         self._events = self.trace.events
+        self._times = self.trace.times
         self._next = first_index
         self.reads = 0                 # gets and waits recorded (the index without them: next_index - reads)
 
@@ -368,6 +375,7 @@ class Recorder:
             arg = self._arg
             arg_refs = tuple([arg(a) for a in args]) if args else ()
             kw_refs = tuple([(k, arg(v)) for k, v in kwargs.items()]) if kwargs else ()
+        self._times.append(_now())
         self._events.append(Submit(index, call_site or self.call_site(), kind, target, actor,
                                    arg_refs, kw_refs, num_returns, tuple(ref_ids)))
         producers = self._producers
@@ -379,6 +387,7 @@ class Recorder:
     def on_put(self, value, ref_id, nested_ids: Sequence = (), call_site: str | None = None) -> None:
         index = self._next
         self._next = index + 1
+        self._times.append(_now())
         self._events.append(Put(index, call_site or self.call_site(), type(value).__name__,
                                 tuple(self._named(i) for i in nested_ids), ref_id))
         self._producers[ref_id] = RefArg(index, 0)
@@ -389,12 +398,14 @@ class Recorder:
         self._next = index + 1
         self.reads += 1
         named = (self._ref(refs),) if single else tuple(self._ref(r) for r in refs)
+        self._times.append(_now())
         self._events.append(Get(index, call_site or self.call_site(), named, single, timeout is not None))
 
     def on_wait(self, refs, num_returns: int = 1, timeout=None, call_site: str | None = None) -> None:
         index = self._next
         self._next = index + 1
         self.reads += 1
+        self._times.append(_now())
         self._events.append(Wait(index, call_site or self.call_site(), tuple(self._ref(r) for r in refs),
                                  num_returns, timeout is not None))
 
@@ -413,6 +424,7 @@ class Recorder:
         nested = nested or {}
         arg_refs = tuple(self._nested(a, nested.get(i)) for i, a in enumerate(args))
         kw_refs = tuple((k, self._nested(v, nested.get(k))) for k, v in (kwargs or {}).items())
+        self._times.append(_now())
         self._events.append(ActorCreate(index, call_site or self.call_site(), class_key, actor,
                                         arg_refs, kw_refs, max_concurrency, is_async))
         self.trace.actors[actor] = ActorInfo(class_key, max_concurrency, is_async, max_task_retries)
@@ -420,11 +432,13 @@ class Recorder:
     def on_cancel(self, ref, call_site: str | None = None) -> None:
         index = self._next
         self._next = index + 1
+        self._times.append(_now())
         self._events.append(Cancel(index, call_site or self.call_site(), self._ref(ref)))
 
     def on_actor_kill(self, actor, call_site: str | None = None) -> None:
         index = self._next
         self._next = index + 1
+        self._times.append(_now())
         self._events.append(ActorKill(index, call_site or self.call_site(), actor))
 
     # -- helpers --------------------------------------------------------------

@@ -303,12 +303,13 @@ class Reactor(RuntimeFront):
             return
         # Geometric spacing: infer's work stays a small constant per recorded event.
         self.next_attempt = n + max(8, n // 2)
-        plan = infer(rec.trace, repeats=self.repeats, window=WINDOW, task_slots=self._task_slots())
+        found_in = rec.trace
+        plan = infer(found_in, repeats=self.repeats, window=WINDOW, task_slots=self._task_slots())
         if plan is None and rec.reads:
             # Reads that follow no fixed pattern (a wait for whichever result is ready first, a look every
             # few iterations) hide the calls' pattern: look for it among the calls alone.
-            plan = infer(rec.trace.without_reads(), repeats=self.repeats, window=WINDOW,
-                         task_slots=self._task_slots())
+            found_in = rec.trace.without_reads()
+            plan = infer(found_in, repeats=self.repeats, window=WINDOW, task_slots=self._task_slots())
             if plan is not None and rec.trace.reads_repeat(plan.start, plan.period, plan.repeats):
                 plan = None                # the reads follow the calls' period: wait for a plan that has them
             if plan is not None:
@@ -320,7 +321,7 @@ class Reactor(RuntimeFront):
         if barrier_free and not any(c.uses for c in plan.connections if c.source == "period"):
             return          # a pure fan-out: nothing flows between its calls, and dynamic mode pipelines it
         self.plans_found += 1
-        refusals = admission.refusals(plan, self.recorder.trace)
+        refusals = admission.refusals(plan, found_in)
         if refusals:
             self._refuse("; ".join(refusals))
             return

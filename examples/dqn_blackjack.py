@@ -48,6 +48,8 @@ def parse_args():
     args = parser.parse_args()
     if args.quick:
         args.rounds = min(args.rounds, 5)
+        args.batch_sizes = args.batch_sizes[:1]
+        args.rollout_actors = min(args.rollout_actors, 4)
         args.eval_episodes = min(args.eval_episodes, 200)
     return args
 

@@ -40,6 +40,7 @@ def parse_args():
     args = parser.parse_args()
     if args.quick:
         args.rounds = min(args.rounds, 50)
+        args.actors = min(args.actors, 6)
     return args
 
 

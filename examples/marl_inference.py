@@ -44,6 +44,7 @@ def parse_args():
     args = parser.parse_args()
     if args.quick:
         args.steps = min(args.steps, 40)
+        args.agents = sorted({min(n, 4) for n in args.agents})
     return args
 
 

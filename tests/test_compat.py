@@ -17,6 +17,8 @@ import sys
 
 import pytest
 
+from rayreact.compat import ray_answers
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMPAT_SCRIPTS = sorted(p for p in glob.glob(os.path.join(ROOT, "compat_tests", "*.py"))
                         if not os.path.basename(p).startswith("_"))
@@ -28,11 +30,12 @@ RAY_RUNS = os.environ.get("RAYREACT_COMPAT_RAY_RUNS", "2")
 pytestmark = pytest.mark.timeout(3600)
 
 
-def run_compare(script, tmp_path, *script_args, extra=()):
+def run_compare(script, tmp_path, *script_args, extra=(), ray_runs=RAY_RUNS, no_reactor=True, env=None):
     summary_path = tmp_path / "summary.json"
-    cmd = [sys.executable, "-m", "rayreact", "compare", "--no-reactor", "--ray-runs", RAY_RUNS,
+    cmd = [sys.executable, "-m", "rayreact", "compare", *(["--no-reactor"] if no_reactor else []), "--ray-runs", ray_runs,
            "--timeout", "900", "--json", str(summary_path), *extra, script, *script_args]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=3500)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=3500,
+                          env=None if env is None else dict(os.environ, **env))
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
     return proc.returncode, proc.stdout + proc.stderr, summary
 
@@ -69,8 +72,15 @@ def test_compare_catches_a_divergent_script(script, tmp_path):
 
 
 def test_compare_of_ray_against_itself_is_equal(tmp_path):
-    # The comparison machinery on its own: a script compared with real Ray as the candidate.
+    # The comparison machinery on its own: a script compared with real Ray as the candidate (one run each).
     script = os.path.join(ROOT, "compat_tests", "actor_counter.py")
-    status, report, _ = run_compare(script, tmp_path, extra=("--candidate", "ray"))
+    answers = tmp_path / "answers"
+    answers.mkdir()
+    status, report, _ = run_compare(script, tmp_path, extra=("--candidate", "ray"), ray_runs="1", no_reactor=False,
+                                    env={ray_answers.ENV_VAR: str(answers)})
     assert status == 0, report
     assert "EQUAL" in report and "speedup" in report, report
+    # Ray's answer is kept for tests that need only that (tests/test_reactor_examples.py)
+    answer = ray_answers.load(str(answers), script, [])
+    assert answer["exit_code"] == 0 and answer["args"] == [] and answer["stdout"].strip()
+    assert ray_answers.load(str(answers), script, ["--other"]) is None

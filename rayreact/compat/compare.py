@@ -11,7 +11,9 @@ Each run is a fresh subprocess with ``PYTHONHASHSEED`` fixed and tracing on:
 The report gives each run's wall time and exit status, the speedup over Ray, and
 per rayreact run either EQUAL or the first divergence with both sides' events.
 Exit status: 0 all equal, 1 a divergence, 2 the comparison could not be made
-(a run timed out, or Ray itself failed to produce a trace).
+(a run timed out, or Ray itself failed to produce a trace).  With ``RAYREACT_RAY_ANSWERS`` set, the
+first Ray run's output is kept there for tests that only need Ray's answer
+(:mod:`rayreact.compat.ray_answers`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from rayreact.compat import diff
+from rayreact.compat import diff, ray_answers
 from rayreact.core import trace
 
 
@@ -129,6 +131,9 @@ def run_all(ns, workdir):
         path = os.path.join(workdir, f"ray-{i + 1}.jsonl")
         ray_results.append(_run(f"ray run {i + 1}", ray_command(path, script, ns.args), _env(ns.seed),
                                 path, ns.timeout, cwd))
+    answers = ray_answers.directory()
+    if answers and ray_results[0].exit_code is not None:
+        ray_answers.store(answers, script, ns.args, ray_results[0].stdout, ray_results[0].exit_code)
     configs = [("rayreact (reactor on)", {})]
     if ns.no_reactor:
         configs.append(("rayreact (reactor off)", {"RAYREACT_REACTOR": "0"}))

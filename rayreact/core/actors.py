@@ -232,7 +232,10 @@ class ActorTable:
                       f"{err}"), kill=True)
 
     # ================================================================== calls
-    def submit_call(self, caller, actor_id, method, args_desc, direct, return_ids, num_returns, task_name=None):
+    def submit_call(self, caller, actor_id, method, args_desc, direct, return_ids, num_returns, task_name=None,
+                    retries_left=None):
+        """``retries_left``: what is left of the actor's ``max_task_retries`` for this call (None: all of it; a
+        replayed call whose actor died is sent again with one spent)."""
         table = self._table
         if refcount.released:
             table.release_dropped()
@@ -250,7 +253,9 @@ class ActorTable:
         spec.method = method
         spec.name = task_name
         spec.caller = caller
-        spec.retries_left = actor.max_task_retries if actor is not None else 0
+        if retries_left is None:
+            retries_left = actor.max_task_retries if actor is not None else 0
+        spec.retries_left = retries_left
         spec.retry_exceptions = False
         self._hold_args(spec)
         if actor is None:

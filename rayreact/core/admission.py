@@ -10,11 +10,11 @@
 Two levels, kept apart so that a plan says what the *pattern* is whatever the engine can do: ``infer``
 fills ``Plan.blockers`` with :func:`blockers` (concurrent actors, counts that are not fixed, values read
 too many periods late); :func:`engine_limits` adds what core.replay cannot run yet (refs nested in
-arguments, task options it does not honour, actors whose calls may be retried), and :func:`cannot_pay` the
+arguments, task options it does not honour), and :func:`cannot_pay` the
 cost rule (calls so long that replay saves nothing worth its switch).  The reactor replays a plan only if :func:`refusals` is empty, and ``explain()`` lists
 each refusal it met with its count.  Everything here is pure and reads plain data: the plan, and what the
-trace recorded beside its events (each actor's concurrency and retry setting, the options of each task
-call site).
+trace recorded beside its events (each actor's concurrency, the options of each task call site, the time
+of each event).
 
 Whether a replayable plan can *start* at a given moment (its actors still alive, the calls before the
 switch point done, pool workers idle to lend) is not a property of the pattern: ``ReplayRun`` finds that
@@ -45,22 +45,21 @@ def blockers(plan, trace, max_lag: int) -> tuple[str, ...]:
 
 def engine_limits(plan, trace) -> tuple[str, ...]:
     """Why this replay engine does not run a fixed reactor graph (yet)."""
-    return tuple(_retried_actors(plan, trace) + _tasks(plan, trace) + _nested_refs(plan))
+    return tuple(_tasks(plan, trace) + _nested_refs(plan))
 
 
 def cannot_pay(plan, trace) -> tuple[str, ...]:
     """The cost rule: replay declines a loop whose recorded periods took ``COSTLY_CALL_S`` or more per call.
     ``trace`` is the one the plan was found in (its indices: without the reads where ``plan.reads_excluded``)."""
     times = trace.times
-    if plan.repeats < 1 or len(times) != len(trace.events):
+    first = plan.start - trace.first_index
+    if plan.repeats < 1 or len(times) != len(trace.events) or first < 1:
         return ()
-    last = plan.start + plan.repeats * plan.period - 1 - trace.first_index     # the last full period's end
-    first = last - plan.repeats * plan.period + 1
-    if first < 1:
-        return ()
-    calls = sum(1 for r in plan.reactions if r.op in ("task", "actor_method")) * plan.repeats
-    # From the event before the first period: a period's time includes its first call's wait.
-    per_call = (times[last] - times[first - 1]) / max(1, calls)
+    calls = sum(1 for r in plan.reactions if r.op in ("task", "actor_method"))
+    # The fastest recorded period (the first may have waited for its actors to start), each measured from
+    # the event before it, so that it includes its first call's wait.
+    ends = [first - 1 + k * plan.period for k in range(plan.repeats + 1)]
+    per_call = min(times[b] - times[a] for a, b in zip(ends, ends[1:])) / max(1, calls)
     if per_call < COSTLY_CALL_S:
         return ()
     # (one wording whatever the figure, so that explain() counts the refusals together)
@@ -81,12 +80,6 @@ def _concurrent_actors(plan, trace):
         elif info.concurrent:
             reasons.append(f"{reactor.name}: threaded or async actor, its calls have no fixed order")
     return reasons
-
-
-def _retried_actors(plan, trace):
-    # Calls that may be retried after a restart are re-sent by the dynamic runtime only.
-    return [f"{reactor.name}: an actor whose calls may be retried (max_task_retries) is not replayed"
-            for reactor, info in _actor_infos(plan, trace) if info is not None and info.max_task_retries]
 
 
 def _key(value) -> str:

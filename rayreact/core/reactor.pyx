@@ -1175,8 +1175,8 @@ cdef class DriverPath:
 
     What it asks of its run, all public there: ``deviate``, ``deviate_call``, ``get_off_plan``, ``wait_off_plan``,
     ``begin_period``,
-    ``absorb_deaths``, ``reap_arg_files``, ``deopt_at_next_call``, ``worker_noted``, ``task_worker_lost``;
-    it reads ``dead_pending``, ``handed`` and ``task_died``, and names files after ``rt.session_prefix``.
+    ``absorb_deaths``, ``reap_arg_files``, ``deopt_at_next_call``, ``worker_noted``, ``rerunnable_worker_lost``;
+    it reads ``dead_pending``, ``handed`` and ``reruns_due``, and names files after ``rt.session_prefix``.
     The run reaches only its ``cdef public`` attributes and its ``call``, ``get``, ``wait``, ``drain`` and
     ``write``.
     """
@@ -1438,7 +1438,7 @@ cdef class DriverPath:
         return [t is not None for t in tokens]
 
     cdef object _lost_task(self):
-        self.run.task_worker_lost()
+        self.run.rerunnable_worker_lost()
         return self.deopt
 
     cdef object _token(self, key):
@@ -1462,7 +1462,7 @@ cdef class DriverPath:
         while True:
             if self.dead_pending:
                 self.run.absorb_deaths()
-                if self.run.task_died:
+                if self.run.reruns_due:
                     return None
             tokens = [self._token(k) for k in keys]
             have = 0

@@ -634,7 +634,7 @@ class ReplayRun:
                     ``writer_of``, ``driver_reads`` (connections routed to the driver), ``pair_paths``,
                     ``const_key``, ``ops`` (reactor.Op per position), ``fast`` (the DriverPath), ``started_workers``
         state       ``given``, ``cache``, ``windows``, ``death_payloads`` (the DriverPath's), ``handed``,
-                    ``dead_pending``, ``task_died``, ``reason``, ``cancelled_tasks``, ``seed_views``, ``lent``,
+                    ``dead_pending``, ``reruns_due``, ``reason``, ``cancelled_tasks``, ``seed_views``, ``lent``,
                     ``abandoned``, ``handover`` (the thread), ``ended``, ``end_reason``
         methods     ``write``, ``drain``, ``send_desc``, ``fetch``, ``op_at``, ``absorb_deaths``, ``reap_arg_files``,
                     ``deviate``, ``deopt_at_next_call``
@@ -660,7 +660,7 @@ class ReplayRun:
         self.handover = None             # the thread handing values over after a deopt
         self.abandoned = False           # shutdown: stop handing over
         self.dead_pending = []
-        self.task_died = False           # a lent task worker died: its calls rerun dynamically, not fail
+        self.reruns_due = False          # a lent worker or a retried actor died: its calls run again dynamically
         self.seed_views = []
         self.fast = None                 # the DriverPath (reactor.pyx): given, cache, windows, idx live there
         self.ending = Handover(self)
@@ -856,7 +856,7 @@ class ReplayRun:
             except (ValueError, TypeError):        # the run has ended and closed its log
                 return False
 
-        if link.inflight is None:
+        if not link.is_task:
             if not unfinished():
                 return False                       # finished: nothing happens, as in Ray
             if force:
@@ -905,8 +905,9 @@ class ReplayRun:
             self.drain()
             if link.inflight is not None:
                 # No DEAD notice: the reactions reading its results get those of its calls' reruns
-                # (core.replay_rerun), once the script's next call has stopped the run.
-                self.task_died = True
+                # (core.replay_rerun: a lent worker's calls, or a retried actor's after its restart), once
+                # the script's next call has stopped the run.
+                self.reruns_due = True
                 continue
             err = link.actor.death_error or exceptions.ActorDiedError(
                 error_msg=f"The actor {link.actor.class_name} died.")
@@ -1076,9 +1077,10 @@ class ReplayRun:
         name = self.call_name(actor_id, method)
         return self.deviate(f"a call of {name}" if how is None else f"{name} {how}")
 
-    def task_worker_lost(self):
-        """A lent worker died while the script waited on a result: its unfinished calls run again dynamically
-        (Ray retries tasks), so deoptimize now and wait for them there."""
+    def rerunnable_worker_lost(self):
+        """A lent worker, or the worker of an actor with ``max_task_retries``, died while the script waited on a
+        result: its unfinished calls run again dynamically (Ray retries them), so deoptimize now and wait for
+        them there."""
         self.reactor.deopt(self.reason or "the worker of a replayed task died")
 
     def call_name(self, actor_id, method):

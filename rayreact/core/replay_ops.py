@@ -49,5 +49,11 @@ class Link:
         self.dead = False
         self.pid = w.pid
         self.arg_files = collections.deque()   # (index, path): argument segments of invocations not yet run
-        # A lent task worker's calls not yet known to have run: (index, invocation frame, argument values).
-        self.inflight = collections.deque() if isinstance(actor, TaskSlot) else None
+        # The calls not yet known to have run, (index, invocation frame, argument values), of a worker whose
+        # calls are sent again should it die: a lent task worker's, an actor's with max_task_retries.
+        self.inflight = collections.deque() if self.is_task or actor.max_task_retries else None
+
+    @property
+    def is_task(self):
+        """A lent pool worker (else an actor's worker)."""
+        return isinstance(self.actor, TaskSlot)

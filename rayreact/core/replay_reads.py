@@ -15,7 +15,7 @@ A read changes nothing the workers compute, so the plan's position does not move
 result now and then (an evaluation every 50 iterations, a log line every 100 steps, a wait for whichever
 result is ready first) keeps replaying between and across those looks.  Reaches the run only through its
 public interface (``given``, ``cache``, ``handed``, ``links``, ``writer_of``, ``driver_reads``,
-``death_payloads``, ``dead_pending``, ``task_died``, ``plan``, ``start``, ``P``, ``fast.cancelled``, ``ext``,
+``death_payloads``, ``dead_pending``, ``reruns_due``, ``plan``, ``start``, ``P``, ``fast.cancelled``, ``ext``,
 ``rt``, ``fetch``, ``drain``, ``gather``, ``absorb_deaths``, ``deviate``, ``deopt_at_next_call``) and the
 runtime through ``object_table``.
 """
@@ -126,7 +126,7 @@ class OffPlanReads:
             while True:
                 if run.dead_pending:
                     run.absorb_deaths()
-                    if run.task_died:
+                    if run.reruns_due:
                         return DEOPT
                 left = []
                 for i in missing:                  # (only those still missing)

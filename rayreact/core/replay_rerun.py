@@ -1,24 +1,29 @@
-"""Rerunning a dead lent worker's calls: Ray retries a task whose worker died (``max_retries``), so replay does.
+"""Rerunning a dead worker's calls: Ray retries a task whose worker died (``max_retries``), and an actor's
+calls in flight when it died once it has restarted (``max_task_retries``), so replay does.
 
 ::
 
-    a lent task worker dies ──▶ ReplayRun.absorb_deaths marks its link dead, with no DEAD notice: the
-        │                       reactions that read its results wait for the rerun's values instead
+    a lent task worker dies, or the    ──▶ ReplayRun.absorb_deaths marks its link dead, with no DEAD
+    worker of an actor whose calls         notice: the reactions that read its results wait for the
+    may be retried (max_task_retries)      rerun's values instead
+        │
         ▼
     the handover thread, while the links drain ──▶ Reruns.advance(), again and again:
-        1. take the calls each dead lent worker was sent and never finished (its timeline says which)
+        1. take the calls each such dead worker was sent and never finished (its timeline says which)
         2. find each call's inputs: the literals in its invocation frame; values the driver holds (its
            cache, what workers handed over, the dynamic table); an earlier rerun's results; a value that
            only the worker that made it still holds is asked of it with FETCH (it hands over a copy)
-        3. once every input is there, submit the call dynamically under the same return ids
+        3. once every input is there, submit the call dynamically under the same return ids: a task
            (``max_retries`` less one for the call the worker was running, as Ray counts: those queued
-           behind it go as they were); an input that is an error fails it as a failed dependency would
+           behind it go as they were), or an actor call behind the actor's restart (each with one of its
+           ``max_task_retries`` spent); an input that is an error fails it as a failed dependency would
         4. once a rerun's results are ready, send them as TOKENs to the workers whose reactions read them
 
 Calls are taken and submitted in call order, so that a rerun reading an earlier rerun's result passes
 that result's ref.  The handover fills the script's refs to these results only through the reruns
 (``keys``), and every other value as before.  Reaches the run only through its public interface (see
-ReplayRun's docstring) and the runtime through ``object_table``, ``submit_task`` and ``bell``.
+ReplayRun's docstring) and the runtime through ``object_table``, ``submit_task``, ``resubmit_actor_call``
+and ``bell``.
 """
 
 from __future__ import annotations
@@ -78,8 +83,9 @@ class Reruns:
                 if index <= done or (outputs and all((cid, index) in run.cache for cid in outputs)):
                     continue
                 call = _Call(link, index, frame, values)
-                # The calls queued behind the one it ran go to another worker as they are, as in Ray.
-                call.charged, first = first, False
+                # A task: the calls queued behind the one it ran go to another worker as they are, as in Ray.
+                # An actor: each call it was sent is retried, and each retry counts.
+                call.charged, first = first or not link.is_task, False
                 found.append(call)
         for call in sorted(found, key=lambda c: c.index):
             op = run.op_at(call.index)
@@ -197,17 +203,25 @@ class Reruns:
         run = self.run
         rt = run.rt
         op = run.op_at(call.index)
-        _, function, options = run.task_of[run.plan.reactions[op.position].target]
         if type(values) is _Failed:
             self._fail(call, values.desc)
             return
+        args, kwargs = tuple(values[:op.nargs]), dict(zip(op.kwnames, values[op.nargs:]))
+        if not call.link.is_task:
+            # Queued behind the actor's restart (or failed as its death, if it may not restart), as Ray retries.
+            retries = call.link.actor.max_task_retries
+            rt.resubmit_actor_call(op.actor, op.method, args, kwargs, op.nret, call.return_ids,
+                                   retries - 1 if retries > 0 else retries)
+            call.refs = [ObjectRef(oid) for oid in call.return_ids]
+            self.forwarding.append(call)
+            return
+        _, function, options = run.task_of[run.plan.reactions[op.position].target]
         if call.index in run.cancelled_tasks:
             err = exceptions.TaskCancelledError()
             self._fail(call, (serialization.INLINE, serialization.serialize(err, is_error=True).pack(), [], True))
             return
         if not call.charged:
-            call.refs = rt.submit_task(function, tuple(values[:op.nargs]), dict(zip(op.kwnames, values[op.nargs:])),
-                                       options, return_ids=call.return_ids)
+            call.refs = rt.submit_task(function, args, kwargs, options, return_ids=call.return_ids)
             self.forwarding.append(call)
             return
         retries = options.get("max_retries")
@@ -217,7 +231,6 @@ class Reruns:
                 f"The worker died unexpectedly while executing this task ({function._function_name}).")
             self._fail(call, (serialization.INLINE, serialization.serialize(err, is_error=True).pack(), [], True))
             return
-        args, kwargs = tuple(values[:op.nargs]), dict(zip(op.kwnames, values[op.nargs:]))
         again = dict(options, max_retries=retries - 1 if retries > 0 else retries)
         call.refs = rt.submit_task(function, args, kwargs, again, return_ids=call.return_ids)
         self.forwarding.append(call)

@@ -501,6 +501,15 @@ class Runtime(DriverRuntimeBase):
                               info.task_name)
         return submission._returns(refs, num_returns)
 
+    def resubmit_actor_call(self, actor_id, method, args, kwargs, num_returns, return_ids, retries_left):
+        """Send again a call the caller made to an actor whose process died before the call finished (a
+        replayed call of an actor with ``max_task_retries``): under the ids its refs already name, with
+        ``retries_left`` of its retries, queued behind the actor's restart as Ray retries it."""
+        args_desc, direct = submission.pack_args(args, kwargs, self.session)
+        with self._lock:
+            self._submit_call(None, actor_id, method, args_desc, direct, list(return_ids), num_returns,
+                              retries_left=retries_left)
+
     # ================================================================== public API: kill / cancel / named actors
     def kill_actor(self, actor_id, no_restart=True):
         with self._lock:

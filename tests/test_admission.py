@@ -86,13 +86,21 @@ def test_the_cost_rule_declines_a_loop_of_calls_that_take_hundreds_of_ms():
     assert admission.refusals(infer(fast.trace), fast.trace) == ()
 
 
-def test_the_cost_rule_goes_by_the_fastest_period():
+def test_the_cost_rule_leaves_out_the_first_period_and_waits_for_a_second_to_judge_by():
     s = _loop_of_gets(0.0002)
     plan = infer(s.trace)
-    s.trace.times[plan.start - s.trace.first_index] += 5.0      # the first call waited 5 s for its actor to start
-    for k in range(plan.start - s.trace.first_index + 1, len(s.trace.times)):
-        s.trace.times[k] += 5.0
-    assert admission.refusals(plan, s.trace) == ()
+    first = plan.start - s.trace.first_index
+    for k in range(first + 1, len(s.trace.times)):
+        s.trace.times[k] += 5.0         # the first call's get waited 5 s for its actor to start
+    assert admission.refusals(plan, s.trace) == () and not admission.cost_unclear(plan, s.trace)
+    two = Script(["a"])
+    for step in range(2):
+        two.get(two.call("a", "f", step))
+    two.trace.times[:] = [0.0, 0.0, 5.0, 5.0, 5.0001]
+    plan = infer(two.trace, repeats=2)
+    assert plan.repeats == 2
+    assert admission.cost_unclear(plan, two.trace)      # only the first period to go by, and it was slow
+    assert admission.refusals(plan, two.trace) == ()
 
 
 def test_the_cost_rule_needs_the_times_of_the_events():

@@ -49,21 +49,34 @@ def engine_limits(plan, trace) -> tuple[str, ...]:
 
 
 def cannot_pay(plan, trace) -> tuple[str, ...]:
-    """The cost rule: replay declines a loop whose recorded periods took ``COSTLY_CALL_S`` or more per call.
-    ``trace`` is the one the plan was found in (its indices: without the reads where ``plan.reads_excluded``)."""
-    times = trace.times
-    first = plan.start - trace.first_index
-    if plan.repeats < 1 or len(times) != len(trace.events) or first < 1:
-        return ()
-    calls = sum(1 for r in plan.reactions if r.op in ("task", "actor_method"))
-    # The fastest recorded period (the first may have waited for its actors to start), each measured from
-    # the event before it, so that it includes its first call's wait.
-    ends = [first - 1 + k * plan.period for k in range(plan.repeats + 1)]
-    per_call = min(times[b] - times[a] for a, b in zip(ends, ends[1:])) / max(1, calls)
-    if per_call < COSTLY_CALL_S:
+    """The cost rule: replay declines a loop whose recorded periods (but the first) all took ``COSTLY_CALL_S`` or
+    more per call.  ``trace`` is the one the plan was found in (its indices: without the reads where
+    ``plan.reads_excluded``)."""
+    costs = _costs_per_call(plan, trace)
+    if not costs or min(costs[1:] or [0.0]) < COSTLY_CALL_S:
         return ()
     # (one wording whatever the figure, so that explain() counts the refusals together)
     return (f"calls of {COSTLY_CALL_S * 1e3:.0f} ms or more each: replay would save under 0.1% of the loop's time",)
+
+
+def cost_unclear(plan, trace) -> bool:
+    """Only the first period is there to judge by and it was slow (its actors may have been starting): the
+    reactor waits for another before it decides."""
+    costs = _costs_per_call(plan, trace)
+    return len(costs) == 1 and costs[0] >= COSTLY_CALL_S
+
+
+def _costs_per_call(plan, trace):
+    """Seconds per call of each recorded period, first to last ([] without the events' times).  An event's time
+    is taken as it is called, so a period runs from its first event to the next period's first, and the
+    waits of its reads fall inside it."""
+    times = trace.times
+    if len(times) != len(trace.events):
+        return []
+    calls = max(1, sum(1 for r in plan.reactions if r.op in ("task", "actor_method")))
+    first = plan.start - trace.first_index
+    starts = [first + k * plan.period for k in range(plan.repeats + 1) if first + k * plan.period < len(times)]
+    return [(times[b] - times[a]) / calls for a, b in zip(starts, starts[1:])]
 
 
 def _actor_infos(plan, trace):

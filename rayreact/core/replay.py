@@ -320,6 +320,8 @@ class Reactor(RuntimeFront):
             return
         if barrier_free and not any(c.uses for c in plan.connections if c.source == "period"):
             return          # a pure fan-out: nothing flows between its calls, and dynamic mode pipelines it
+        if admission.cost_unclear(plan, found_in):
+            return          # judged by its first period alone, which was slow: wait for another
         self.plans_found += 1
         refusals = admission.refusals(plan, found_in)
         if refusals:

@@ -42,6 +42,15 @@ def test_an_actor_whose_calls_may_be_retried_is_admitted_and_a_concurrent_one_bl
     assert plan.replayable
     assert admission.refusals(plan, s.trace) == ()      # its calls in flight at a death run again (replay_rerun)
     s = Script()
+    s.create("r", max_task_retries=3)
+    state = s.call("r", "reset")
+    for step in range(4):
+        state = s.call("r", "f", state)                 # a value that would die with the actor
+        s.get(state)
+    plan = infer(s.trace)
+    assert plan.replayable
+    assert "reads its own results" in admission.refusals(plan, s.trace)[0]
+    s = Script()
     s.create("t", max_concurrency=4)
     for step in range(4):
         s.get(s.call("t", "f"))

@@ -471,6 +471,46 @@ def test_calls_in_flight_at_a_retried_actors_death_each_run_once_on_the_new_acto
     assert ran_on_new >= 400 - old
 
 
+class GatedCrash(CrashOnce):
+    """CrashOnce whose fatal call first waits for the test to open ``gate`` (a FIFO) for writing."""
+
+    def __init__(self, marker, gate):
+        super().__init__(marker)
+        self.gate = gate
+
+    def step(self, x, crash_at):
+        if x == crash_at and not os.path.exists(self.marker):
+            with open(self.gate) as gate:
+                gate.read()
+        return super().step(x, crash_at)
+
+
+def test_a_cancelled_call_of_a_retried_actor_that_dies_is_not_run_again(ray, tmp_path):
+    gate = str(tmp_path / "gate")
+    os.mkfifo(gate)
+    actor = remote(ray, GatedCrash, str(tmp_path / "died"), gate, max_restarts=1, max_task_retries=1)
+    doubler = remote(ray, Doubler)
+    doubled = []
+    for i in range(300):                        # the call with 150 waits at the gate
+        step = actor.step.remote(i, 150)
+        doubled.append(doubler.double.remote(step))      # (values flow between calls: the loop replays)
+        if i == 200:
+            cancelled = step
+    ray.cancel(cancelled)
+    with open(gate, "w") as opened:
+        opened.write("go")                                      # then kills the process
+    with pytest.raises(ray.exceptions.TaskCancelledError):
+        ray.get(cancelled)
+    outcomes = []
+    for ref in doubled:
+        try:
+            outcomes.append(ray.get(ref))
+        except ray.exceptions.TaskCancelledError:
+            outcomes.append("cancelled")
+    assert outcomes[200] == "cancelled"                         # the call reading it fails as it did
+    assert all(isinstance(v, int) and v % 2 == 0 for v in outcomes[:200] + outcomes[201:])
+
+
 def test_exception_in_iteration_500(ray):
     env = remote(ray, Env, 0)
     ray.get(env.fail_at.remote(500))

@@ -133,7 +133,10 @@ def run_all(ns, workdir):
                                 path, ns.timeout, cwd))
     answers = ray_answers.directory()
     if answers and ray_results[0].exit_code is not None:
-        ray_answers.store(answers, script, ns.args, ray_results[0].stdout, ray_results[0].exit_code)
+        try:
+            ray_answers.store(answers, script, ns.args, ray_results[0].stdout, ray_results[0].exit_code)
+        except OSError as exc:
+            print(f"rayreact compare: not keeping Ray's answer in {answers}: {exc}", file=sys.stderr)
     configs = [("rayreact (reactor on)", {})]
     if ns.no_reactor:
         configs.append(("rayreact (reactor off)", {"RAYREACT_REACTOR": "0"}))

@@ -11,6 +11,8 @@ Starting real Ray is most of what a short script costs under it, and a test suit
 to the same fixed script more than once.  ``rayreact compare`` writes its first Ray run here when
 ``RAYREACT_RAY_ANSWERS`` names a directory (CI makes a fresh private one per run; answers are never
 committed), and such a test reads it instead of starting Ray again.  Unset, nothing is written or read.
+The key leaves out what a test run keeps fixed (the hash seed compare sets, modules the script imports):
+a directory of answers is meant for one run of the suite, not to be kept.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@
 Two levels, kept apart so that a plan says what the *pattern* is whatever the engine can do: ``infer``
 fills ``Plan.blockers`` with :func:`blockers` (concurrent actors, counts that are not fixed, values read
 too many periods late); :func:`engine_limits` adds what core.replay cannot run yet (refs nested in
-arguments, task options it does not honour), and :func:`cannot_pay` the
+arguments, task options it does not honour, an actor whose calls may be retried reading its own
+results), and :func:`cannot_pay` the
 cost rule (calls so long that replay saves nothing worth its switch).  The reactor replays a plan only if :func:`refusals` is empty, and ``explain()`` lists
 each refusal it met with its count.  Everything here is pure and reads plain data: the plan, and what the
 trace recorded beside its events (each actor's concurrency, the options of each task call site, the time
@@ -45,7 +46,7 @@ def blockers(plan, trace, max_lag: int) -> tuple[str, ...]:
 
 def engine_limits(plan, trace) -> tuple[str, ...]:
     """Why this replay engine does not run a fixed reactor graph (yet)."""
-    return tuple(_tasks(plan, trace) + _nested_refs(plan))
+    return tuple(_tasks(plan, trace) + _nested_refs(plan) + _retried_actors_reading_themselves(plan, trace))
 
 
 def cannot_pay(plan, trace) -> tuple[str, ...]:
@@ -93,6 +94,15 @@ def _concurrent_actors(plan, trace):
         elif info.concurrent:
             reasons.append(f"{reactor.name}: threaded or async actor, its calls have no fixed order")
     return reasons
+
+
+def _retried_actors_reading_themselves(plan, trace):
+    # A retried call's inputs must outlive its actor's death; a value the actor made and reads itself lives in
+    # its process alone (Ray would keep it in the object store).
+    retried = {reactor.name for reactor, info in _actor_infos(plan, trace) if info is not None and info.max_task_retries}
+    return [f"{c.reactor}: an actor whose calls may be retried (max_task_retries) reads its own results"
+            for c in plan.connections
+            if c.source == "period" and c.reactor in retried and any(u.reactor == c.reactor for u in c.uses)][:1]
 
 
 def _key(value) -> str:

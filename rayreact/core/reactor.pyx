@@ -1089,7 +1089,8 @@ cdef class Op:
     cdef public object link             # replay_ops.Link of the worker it runs on
     cdef public tuple outputs           # connection ids, one per return
     cdef public bint feeds_workers      # some output is read by a worker (not only by the driver)
-    cdef public object inflight         # the link's deque of calls not yet known to have run (lent task workers)
+    cdef public object inflight         # the link's deque of calls not yet known to have run (lent task workers,
+                                        # actors with max_task_retries: their calls run again should they die)
     cdef public object worker_fed       # per argument, whether a worker makes it (None: none is)
     # gets and waits
     cdef public tuple reads
@@ -1332,7 +1333,8 @@ cdef class DriverPath:
             frame = INVOKE_HEADER.pack(INVOKE, idx, 0)
         inflight = op.inflight
         if inflight is not None:
-            # A task reactor: what it takes to run this call again, should its worker die first (Ray retries).
+            # A task reactor or a retried actor: what it takes to run this call again, should its worker die
+            # first (Ray retries).
             # The script's refs to values the driver holds keep them; of one a worker makes only the id is
             # kept, and the value fetched if needed (its ref would oblige the driver to keep a value it never
             # sees).

@@ -35,11 +35,13 @@ it, and their results sent on to the reactions that wait for them
 Declined (the pattern runs dynamically, ``explain()`` says why): tasks with
 options beyond ``num_returns``,
 ``max_retries`` and ``name``, refs nested in arguments (passed as refs),
-threaded or async actors, actors whose calls may be retried
-(``max_task_retries``), generator calls, values the plan starts from that nest
-refs.  An actor that may restart is replayed: its death deoptimizes like any
-other, the calls in flight fail with ``RayActorError`` (as in Ray with no task
-retries), and the dynamic runtime restarts it.
+threaded or async actors, an actor whose calls may be retried reading its own
+results (they would die with it), generator calls, values the plan starts from
+that nest refs, loops of calls of 100 ms or more.  An actor that may restart is
+replayed: its death deoptimizes like any other and the dynamic runtime restarts
+it; the calls it had not finished fail with ``RayActorError`` (as in Ray with no
+task retries) or, with ``max_task_retries``, run again behind the restart
+(core.replay_rerun).
 
 Lock order: ``Reactor.lock`` may be held while taking ``Runtime.lock`` (which is
 also the object table's lock, see core.objects), never the reverse; hooks that
@@ -671,7 +673,7 @@ class ReplayRun:
         self.R = max(2, max_lag + 2)
         self.links = {}
         self.pair_paths = {}             # (writer, reader) -> the ring between two workers (the wiring's)
-        self.cancelled_tasks = set()     # trace indices of task calls ray.cancel named (their reruns fail)
+        self.cancelled_tasks = set()     # trace indices of rerunnable calls ray.cancel named (their reruns fail)
         self.lent = []                   # pool workers lent to this run's task reactors
         self.task_of = {}                # plan target key -> (guard target, RemoteFunction, options)
         for reaction in plan.reactions:
@@ -865,6 +867,8 @@ class ReplayRun:
                 raise ValueError("force=True is not supported for actor tasks.")
             given = self.fast.given
             self.fast.cancelled.update(given[index, ret] for ret in range(op.nret) if (index, ret) in given)
+            if link.inflight is not None:
+                self.cancelled_tasks.add(index)    # (should its actor die, the call is not sent again)
             return op.feeds_workers
         self.cancelled_tasks.add(index)            # (should its worker die, its rerun fails as cancelled)
         if not force:                              # else the drain would wait for it to finish
@@ -983,9 +987,9 @@ class ReplayRun:
     # ------------------------------------------------------------------ aging: the plan's buffering
     def begin_period(self, idx):
         """A period begins at ``idx``: forget values the script can no longer name; values made R periods
-        ago and still held move to the dynamic object table (fetched first if only a worker has them).
-        False if that found a lent task worker dead: the run has deoptimized, and the call that began the
-        period runs dynamically."""
+        ago and still held move to the dynamic object table (once here, if only a worker had them: it is
+        asked for them and they come later).  Returns True: the run goes on (the callers would run the call
+        that began the period dynamically on False)."""
         self.periods += 1
         self.reap_arg_files()
         windows = self.windows
@@ -1001,11 +1005,10 @@ class ReplayRun:
                 oid = given.get((index, ret))
                 if oid is not None and counts.get(oid) and oid not in objects and (conn, index) not in cache:
                     only_in_workers.append((conn, index))
-        # Values kept past the plan's buffering that only a worker has: brought here first (FETCH), to move
-        # to the dynamic table with the rest below.
-        if only_in_workers and not self.reads.bring(only_in_workers):
-            self.reactor.deopt(self.reason or "the worker of a replayed task died")
-            return False
+        # Values kept past the plan's buffering that only a worker has: asked of it (FETCH), to move to the
+        # dynamic table with the rest below once they are here (until then they stay in their window).
+        if only_in_workers:
+            self.reads.bring(only_in_workers)
         kept = collections.deque()
         promote = []
         driver_reads, forgotten = self.driver_reads, self.fast.forgotten
@@ -1020,7 +1023,11 @@ class ReplayRun:
                     left.append(key)
                     continue
                 if alive and oid not in objects:
-                    promote.append((oid, cache.pop((conn, index))))
+                    tok = cache.pop((conn, index), None)
+                    if tok is None:
+                        left.append(key)            # asked of its worker, still to come
+                        continue
+                    promote.append((oid, tok))
                     given.pop((index, ret), None)
                     continue
                 # Nobody can name it any more (a dead ref is never passed again): free it now.

@@ -5,9 +5,9 @@
     ReplayRun.stop ──▶ Handover.stop: STOP to every link (naming the values the driver lacks), every value
         │              the script can still name made a pending object of the dynamic table
         ▼
-    the handover thread: drain the links until each has stopped, meanwhile rerunning dynamically the task
-        calls a dead lent worker never finished (core.replay_rerun: their results go to the reactions that
-        wait for them), fill the pending objects (or the error each deserves), ack the workers, give the
+    the handover thread: drain the links until each has stopped, meanwhile rerunning dynamically the
+        calls a dead lent worker or retried actor never finished (core.replay_rerun: their results go to the
+        reactions that wait for them), fill the pending objects (or the error each deserves), ack the workers, give the
         lent workers back, then free the run's files and read its timeline
         └──▶ Reactor.handed_over(run)
 

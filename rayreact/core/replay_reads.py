@@ -84,9 +84,11 @@ class OffPlanReads:
         return [tok is not None for tok in tokens]
 
     def bring(self, keys):
-        """Into the driver's cache, the values of ``keys`` (each made by this run); False if a lent task
-        worker died meanwhile (the run must deoptimize: its results come from reruns)."""
-        return self._collect(keys, len(keys), None) is not DEOPT
+        """Into the driver's cache, what has come of the values of ``keys`` (each made by this run); a
+        worker is asked once for each of the others (FETCH), which come later.  Never waits: the worker
+        may be busy with a call that waits for what the script does next."""
+        for key in keys:
+            self._token(key)
 
     # ------------------------------------------------------------------ helpers
     def _dynamic(self):

@@ -57,7 +57,8 @@ class _Call:
 
 
 class Reruns:
-    """The reruns of one replay run's dead lent workers' calls (driven by the handover thread)."""
+    """The reruns of the calls of one replay run's dead lent workers and retried actors (driven by the
+    handover thread)."""
 
     def __init__(self, run):
         self.run = run
@@ -69,7 +70,7 @@ class Reruns:
         self.keys = set()           # (conn, index) of every rerun's results: the handover leaves them be
 
     def take_new_deaths(self):
-        """Take the calls of every lent link found dead since the last look."""
+        """Take the calls of every link that keeps them (``inflight``) found dead since the last look."""
         run = self.run
         found = []
         for link in run.links.values():
@@ -206,6 +207,10 @@ class Reruns:
         if type(values) is _Failed:
             self._fail(call, values.desc)
             return
+        if call.index in run.cancelled_tasks:
+            err = exceptions.TaskCancelledError()
+            self._fail(call, (serialization.INLINE, serialization.serialize(err, is_error=True).pack(), [], True))
+            return
         args, kwargs = tuple(values[:op.nargs]), dict(zip(op.kwnames, values[op.nargs:]))
         if not call.link.is_task:
             # Queued behind the actor's restart (or failed as its death, if it may not restart), as Ray retries.
@@ -216,10 +221,6 @@ class Reruns:
             self.forwarding.append(call)
             return
         _, function, options = run.task_of[run.plan.reactions[op.position].target]
-        if call.index in run.cancelled_tasks:
-            err = exceptions.TaskCancelledError()
-            self._fail(call, (serialization.INLINE, serialization.serialize(err, is_error=True).pack(), [], True))
-            return
         if not call.charged:
             call.refs = rt.submit_task(function, args, kwargs, options, return_ids=call.return_ids)
             self.forwarding.append(call)

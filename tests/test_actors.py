@@ -146,6 +146,13 @@ def test_actor_state_persists_across_calls(ray_backend):
     assert ray_backend.get(counter.incr.remote(by=5)) == 18
 
 
+def test_calls_from_a_loop_see_each_earlier_call(ray_backend):
+    # (a loop of calls to one actor: the scenario the reactor replays within one repetition)
+    counter = ray_backend.remote(Counter).remote(0)
+    assert [ray_backend.get(counter.incr.remote(by=2)) for _ in range(40)] == list(range(2, 82, 2))
+    assert ray_backend.get(counter.value.remote()) == 80
+
+
 def test_each_actor_is_its_own_process(ray_backend):
     actors = [ray_backend.remote(Counter).remote() for _ in range(3)]
     pids = ray_backend.get([a.pid.remote() for a in actors])

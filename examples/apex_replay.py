@@ -53,6 +53,7 @@ def parse_args():
         args.learner_steps = min(args.learner_steps, 30)
         args.warmup = min(args.warmup, 300)
         args.eval_episodes = min(args.eval_episodes, 2)
+        args.explorers = min(args.explorers, 2)
     return args
 
 

@@ -30,25 +30,6 @@ import torch
 FEATURES, CLASSES = 32, 10
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--iterations", type=int, default=400)
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--samples", type=int, default=20_000, help="training samples, split across workers")
-    parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--eval-every", type=int, default=50)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--num-cpus", type=int, default=None, help="passed to ray.init")
-    parser.add_argument("--report", help="also write the summary as JSON to this file")
-    args = parser.parse_args()
-    if args.quick:
-        args.iterations = min(args.iterations, 20)
-        args.eval_every = 10
-    return args
-
-
 def make_dataset(samples, seed):
     """Gaussian blobs around 10 random centres, pushed through a fixed random nonlinearity."""
     rng = np.random.default_rng(seed)
@@ -145,6 +126,7 @@ def parse_args():
     if args.quick:
         args.updates = min(args.updates, 80)
         args.eval_every = 40
+        args.workers = min(args.workers, 2)
     return args
 
 

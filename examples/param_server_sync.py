@@ -45,6 +45,7 @@ def parse_args():
     if args.quick:
         args.iterations = min(args.iterations, 20)
         args.eval_every = 10
+        args.workers = min(args.workers, 2)
     return args
 
 

@@ -11,9 +11,9 @@ Two levels, kept apart so that a plan says what the *pattern* is whatever the en
 fills ``Plan.blockers`` with :func:`blockers` (concurrent actors, counts that are not fixed, values read
 too many periods late); :func:`engine_limits` adds what core.replay cannot run yet (refs nested in
 arguments, task options it does not honour, an actor whose calls may be retried reading its own
-results), and :func:`cannot_pay` the
-cost rule (calls so long that replay saves nothing worth its switch).  The reactor replays a plan only if :func:`refusals` is empty, and ``explain()`` lists
-each refusal it met with its count.  Everything here is pure and reads plain data: the plan, and what the
+results), and :func:`cannot_pay` the cost rule (calls so long that replay saves nothing worth its
+switch).  The reactor replays a plan only if :func:`refusals` is empty, and ``explain()`` lists each
+refusal it met with its count.  Everything here is pure and reads plain data: the plan, and what the
 trace recorded beside its events (each actor's concurrency, the options of each task call site, the time
 of each event).
 
@@ -99,7 +99,8 @@ def _concurrent_actors(plan, trace):
 def _retried_actors_reading_themselves(plan, trace):
     # A retried call's inputs must outlive its actor's death; a value the actor made and reads itself lives in
     # its process alone (Ray would keep it in the object store).
-    retried = {reactor.name for reactor, info in _actor_infos(plan, trace) if info is not None and info.max_task_retries}
+    retried = {reactor.name for reactor, info in _actor_infos(plan, trace)
+               if info is not None and info.max_task_retries}
     return [f"{c.reactor}: an actor whose calls may be retried (max_task_retries) reads its own results"
             for c in plan.connections
             if c.source == "period" and c.reactor in retried and any(u.reactor == c.reactor for u in c.uses)][:1]

@@ -99,9 +99,12 @@ def pytest_pyfunc_call(pyfuncitem):
     context.current.reset()          # record this scenario afresh, not the tail of the previous test
     funcargs = {name: pyfuncitem.funcargs[name] for name in arguments}
     before = rayreact.explain(quiet=True).replayed_events
-    for _ in range(REPLAY_REPETITIONS):
+    for repetition in range(REPLAY_REPETITIONS):
         pyfuncitem.obj(**funcargs)
         after = rayreact.explain(quiet=True).replayed_events
+        if os.environ.get("RAYREACT_REPLAY_LOG"):
+            with open(os.environ["RAYREACT_REPLAY_LOG"], "a") as log:
+                log.write(f"{pyfuncitem.nodeid} {repetition} {after > before} {time.monotonic():.3f}\n")
         if after > before:
             _replayed_in_module.setdefault(pyfuncitem.module.__name__, []).append(pyfuncitem.name)
             break

@@ -33,7 +33,7 @@ def test_task_options_the_engine_does_not_honour_are_named():
     assert admission.refusals(infer(s.trace), s.trace) == ()
 
 
-def test_an_actor_whose_calls_may_be_retried_is_admitted_and_a_concurrent_one_blocks_the_pattern():
+def test_an_actor_whose_calls_may_be_retried_is_admitted_unless_it_reads_itself_or_runs_calls_concurrently():
     s = Script()
     s.create("r", max_task_retries=3)
     for step in range(4):
@@ -51,11 +51,24 @@ def test_an_actor_whose_calls_may_be_retried_is_admitted_and_a_concurrent_one_bl
     assert plan.replayable
     assert "reads its own results" in admission.refusals(plan, s.trace)[0]
     s = Script()
-    s.create("t", max_concurrency=4)
+    s.create("t", max_concurrency=4, max_task_retries=1)
     for step in range(4):
         s.get(s.call("t", "f"))
     plan = infer(s.trace)
-    assert admission.refusals(plan, s.trace) == plan.blockers and "threaded or async" in plan.blockers[0]
+    assert plan.replayable
+    (reason,) = admission.refusals(plan, s.trace)
+    assert "threaded or async actor whose calls may be retried" in reason
+
+
+def test_threaded_and_async_actors_are_admitted():
+    for options in ({"max_concurrency": 4}, {"is_async": True}):
+        s = Script()
+        s.create("t", **options)
+        for step in range(4):
+            s.get(s.call("t", "f", step))
+        plan = infer(s.trace)
+        assert plan.replayable and plan.reactor("actor:t").concurrent, options
+        assert admission.refusals(plan, s.trace) == (), options
 
 
 def test_a_generator_call_has_no_fixed_outputs():

@@ -1,12 +1,12 @@
 """``rayreact compare`` on every compat script and example: rayreact must do what real Ray does.
 
-Each test runs the script under real Ray (twice, to tell Ray's own nondeterminism
-apart) and under rayreact with the reactor on and off, and asserts that the
+Each test runs the script under real Ray (and again while rayreact differs, to tell Ray's own
+nondeterminism apart) and under rayreact with the reactor on and off, and asserts that the
 traces, stdout and exit status agree.  The deliberately divergent script must be
 caught.  These are slow (real Ray starts in each run); select them with
 ``-k compat`` or deselect with ``-k 'not compare'``.
 
-``RAYREACT_COMPAT_RAY_RUNS`` (default 2) sets the number of Ray runs per script.
+``RAYREACT_COMPAT_RAY_RUNS`` (default 2) sets the most Ray runs per script.
 """
 
 import glob
@@ -26,6 +26,10 @@ DIVERGENT_SCRIPTS = sorted(glob.glob(os.path.join(ROOT, "compat_tests", "diverge
 EXAMPLES = sorted(p for p in glob.glob(os.path.join(ROOT, "examples", "*.py"))
                   if not os.path.basename(p).startswith("_"))
 RAY_RUNS = os.environ.get("RAYREACT_COMPAT_RAY_RUNS", "2")
+# Examples whose printed figures follow completion order (which gradient or explorer a ray.wait returns
+# first): two Ray runs often agree on them by chance, and a faster runtime legitimately differs.  Their
+# calls are still compared (as multisets after the wait, as for every such script); their stdout is not.
+TIMING_DEPENDENT_OUTPUT = {"param_server_async.py", "apex_replay.py"}
 
 pytestmark = pytest.mark.timeout(3600)
 
@@ -59,7 +63,8 @@ def test_compare_compat_script(script, tmp_path):
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=_name)
 def test_compare_example_quick(script, tmp_path):
-    status, report, summary = run_compare(script, tmp_path, "--quick")
+    extra = ("--no-stdout",) if os.path.basename(script) in TIMING_DEPENDENT_OUTPUT else ()
+    status, report, summary = run_compare(script, tmp_path, "--quick", extra=extra)
     assert status == 0, report
 
 

@@ -7,7 +7,7 @@ without Ray at all (``--serial``), which gives a runtime-free reference for thei
 checksums.
 
 Real Ray runs every example too, in ``test_compat.py``: ``rayreact compare``
-runs it under Ray (twice) and under rayreact, and fails unless the exit status
+runs it under Ray (twice where rayreact differs) and under rayreact, and fails unless the exit status
 and every stdout line Ray's runs agree on (the checksum of a deterministic
 example among them) are the same.
 """

@@ -511,13 +511,6 @@ def test_guard_ignores_literal_types_and_values():
 
 def test_blockers():
     s = Script()
-    s.create("t", max_concurrency=4)
-    for step in range(4):
-        s.get(s.call("t", "f"))
-    plan = infer(s.trace)
-    assert not plan.replayable and "threaded or async" in plan.blockers[0]
-    assert plan.reactor("actor:t").concurrent
-    s = Script()
     for step in range(4):
         s.get(s.call("ghost", "f"))
     assert "concurrency is unknown" in infer(s.trace).blockers[0]

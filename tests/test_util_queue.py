@@ -13,8 +13,9 @@ import pytest
 
 from conftest import backend_fixture, submodule, wait_until_calls_fail
 
-# On rayreact-replay: a Queue is an async actor, whose calls the reactor declines (no fixed order),
-# so none is expected to replay.
+# On rayreact-replay: each scenario makes its own Queue (an async actor: a new reactor every repetition), and
+# its loops of puts and gets are too short to replay within one; none is expected to replay here
+# (test_reactor.py's queue loop does).
 ray_backend = backend_fixture(replay=True, must_replay=False)
 
 

@@ -8,10 +8,10 @@
                                           └─ engine_limits()  a fixed graph this replay engine does not run yet
 
 Two levels, kept apart so that a plan says what the *pattern* is whatever the engine can do: ``infer``
-fills ``Plan.blockers`` with :func:`blockers` (concurrent actors, counts that are not fixed, values read
-too many periods late); :func:`engine_limits` adds what core.replay cannot run yet (refs nested in
-arguments, task options it does not honour, an actor whose calls may be retried reading its own
-results), and :func:`cannot_pay` the cost rule (calls so long that replay saves nothing worth its
+fills ``Plan.blockers`` with :func:`blockers` (actors whose concurrency is unknown, counts that are not
+fixed, values read too many periods late); :func:`engine_limits` adds what core.replay cannot run yet
+(refs nested in arguments, task options it does not honour, an actor whose calls may be retried reading
+its own results, a threaded or async one whose calls may be retried), and :func:`cannot_pay` the cost rule (calls so long that replay saves nothing worth its
 switch).  The reactor replays a plan only if :func:`refusals` is empty, and ``explain()`` lists each
 refusal it met with its count.  Everything here is pure and reads plain data: the plan, and what the
 trace recorded beside its events (each actor's concurrency, the options of each task call site, the time
@@ -41,12 +41,13 @@ def refusals(plan, trace) -> tuple[str, ...]:
 
 def blockers(plan, trace, max_lag: int) -> tuple[str, ...]:
     """Why the pattern is no fixed reactor graph: ``Plan.blockers``."""
-    return tuple(_concurrent_actors(plan, trace) + _returns(plan) + _lags(plan, max_lag))
+    return tuple(_unknown_actors(plan, trace) + _returns(plan) + _lags(plan, max_lag))
 
 
 def engine_limits(plan, trace) -> tuple[str, ...]:
     """Why this replay engine does not run a fixed reactor graph (yet)."""
-    return tuple(_tasks(plan, trace) + _nested_refs(plan) + _retried_actors_reading_themselves(plan, trace))
+    return tuple(_tasks(plan, trace) + _nested_refs(plan) + _retried_actors_reading_themselves(plan, trace)
+                 + _retried_concurrent_actors(plan, trace))
 
 
 def cannot_pay(plan, trace) -> tuple[str, ...]:
@@ -86,14 +87,17 @@ def _actor_infos(plan, trace):
     return [(r, by_name.get(r.actor)) for r in plan.reactors if r.kind == "actor"]
 
 
-def _concurrent_actors(plan, trace):
-    reasons = []
-    for reactor, info in _actor_infos(plan, trace):
-        if info is None:
-            reasons.append(f"{reactor.name}: created before recording, its concurrency is unknown")
-        elif info.concurrent:
-            reasons.append(f"{reactor.name}: threaded or async actor, its calls have no fixed order")
-    return reasons
+def _unknown_actors(plan, trace):
+    return [f"{reactor.name}: created before recording, its concurrency is unknown"
+            for reactor, info in _actor_infos(plan, trace) if info is None]
+
+
+def _retried_concurrent_actors(plan, trace):
+    # A threaded or async actor's calls end out of order, and a rerun after its death takes the calls not
+    # known to have ended by the timeline, which logs in call order: one that had ended would run twice.
+    return [f"{reactor.name}: a threaded or async actor whose calls may be retried (max_task_retries)"
+            for reactor, info in _actor_infos(plan, trace)
+            if info is not None and info.concurrent and info.max_task_retries][:1]
 
 
 def _retried_actors_reading_themselves(plan, trace):

@@ -19,6 +19,10 @@ plan's buffering; each answered with a ``HANDOVER`` of a copy as soon as the
 worker has it); reactors write ``TOKEN`` (one per output per reader: a value is
 serialized once, however many readers), ``NOTE``, ``HANDOVER`` and ``STOPPED``.
 
+A threaded or async actor's reactions do not run on the reactor thread: each starts on the actor's own
+thread pool or event loop, in invocation order, and its tokens leave when it ends, in any order
+(``replay_concurrent``); the timeline still logs them in invocation order.
+
 Tokens are never overwritten in place: a token is a new bytes object (or a new
 segment file, hard-linked once per reader, each reader unlinking its link after
 mapping it), so a value the script still holds stays intact.  A reactor keeps
@@ -56,7 +60,7 @@ from libc.errno cimport errno, EINTR
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 
 from .. import exceptions
-from . import channel, executor, ids, wire, refcount, serialization
+from . import channel, executor, ids, wire, refcount, replay_concurrent, serialization
 from .handoff import handoff
 from .channel cimport _Mapped
 from .classify cimport NOT_PLAIN, PLAIN_NUMPY, classify
@@ -587,6 +591,9 @@ cdef class WorkerReactor:
     cdef set fetching                # values the driver asked for (FETCH) that this worker has not made yet
     cdef int64_t last_index          # the trace index of the last reaction run here
     cdef object held                 # those calls (dynamic messages), in arrival order
+    cdef object calls                # a threaded or async actor's calls running (replay_concurrent), else None
+    cdef bint completing             # ended calls' tokens are being written (their writes may drain again)
+    cdef bint serving_calls          # past the STOP of a threaded or async actor: calls start as they come
     cdef object bells
     cdef object host
     cdef Gather gather
@@ -617,6 +624,11 @@ cdef class WorkerReactor:
         self.held = collections.deque()
         self.bells = {}
         self.host = _ReplayHost(worker, self.shm_prefix)
+        self.calls = None
+        if worker.is_actor and worker.runs_calls_concurrently:
+            self.calls = replay_concurrent.ConcurrentCalls(worker, self.host, worker._bell.ring)
+        self.completing = False
+        self.serving_calls = False
         self.in_rings = []
         for path, writer_bell in program.in_rings:
             ring = channel.Ring(path)
@@ -679,7 +691,9 @@ cdef class WorkerReactor:
         while invocations from before the STOP are still to run: those calls are held until they have
         (the same caller's calls run in order).  The driver writes the STOP before any such call, so the
         rings are read again before a call is served, to see a STOP that came first."""
-        cdef bint progressed = self._read_rings()
+        cdef bint progressed = self._complete()
+        if self._read_rings():
+            progressed = True
         worker = self.worker
         if worker._deferred or worker._inbound.readable():
             while True:
@@ -690,7 +704,7 @@ cdef class WorkerReactor:
                 if msg.KIND == wire.CALL or msg.KIND == wire.RUN_TASK:
                     if not self.stopping:
                         self._read_rings()
-                    if self.stopping:
+                    if self.stopping and not self.serving_calls:
                         self.held.append(msg)
                         continue
                 worker._handle(msg)
@@ -772,7 +786,13 @@ cdef class WorkerReactor:
     cdef void _wait(self) except *:
         if refcount.released:
             self.worker._flush_releases()
-        if not self.poller.wait(1.0):
+        cdef int64_t since = -1
+        if self.calls is not None:
+            # A call that ends rings our doorbell from its own thread: a ring after this look is not slept through.
+            since = self.worker._bell.sequence()
+            if self.calls.finished:
+                return
+        if not self.poller.wait(1.0, False, since):
             if os.getppid() == 1:
                 os._exit(1)
 
@@ -836,14 +856,44 @@ cdef class WorkerReactor:
         if failed is not None:
             # A failed dependency: every output is that same error, as in dynamic mode.
             results = [(conn, Token(failed.flags & F_ERROR, failed.view())) for conn in outputs]
+        elif self.calls is not None:
+            self.host.index = index
+            self.worker.current_task_id = _task_id()
+            self.calls.start(index, method, name, args, kwargs, outputs, t0)
+            return                          # its tokens leave once it has ended (_complete)
         else:
             results, exiting = self._call(index, method, name, args, kwargs, outputs)
         args = kwargs = None                # the driver frees an argument file once this reaction is logged
+        self._finish(index, results, exiting, t0)
+
+    cdef bint _complete(self) except *:
+        """Write the tokens of the threaded or async actor's calls that have ended."""
+        if self.calls is None or self.completing or not self.calls.finished:
+            return False
+        self.completing = True
+        try:
+            for index, results, status, t0 in self.calls.take():
+                if status == executor.RAISED or status == executor.PARTIAL:
+                    self._note_raised(index)
+                self._finish(index, results, status == executor.EXITED, t0)
+        finally:
+            self.completing = False
+        return True
+
+    cdef void _finish(self, int64_t index, results, bint exiting, double t0) except *:
+        """A reaction has run: its tokens leave, and it is logged (a threaded or async actor's calls in
+        invocation order, once every earlier one has ended too)."""
         handoff.commit()                    # results born in arena slots change hands (or are copied) now
         for conn, tok in results:
             self._emit(conn, index, tok)
-        self._log(index, t0, monotonic_s())
-        self.last_index = index
+        results = None
+        if self.calls is None:
+            self._log(index, t0, monotonic_s())
+            self.last_index = index
+        else:
+            for logged in self.calls.loggable(index, t0, monotonic_s(), exiting):
+                self._log(logged[0], logged[1], logged[2])
+                self.last_index = logged[0]
         handoff.refill()
         if exiting:
             self.to_driver.write(control_frame(NOTE, ("exit", index)), 1.0)
@@ -980,6 +1030,15 @@ cdef class WorkerReactor:
     # ------------------------------------------------------------------ stop
     cdef void _stop(self, wanted) except *:
         """Every invocation before STOP has run: hand over what the driver asks for, then wait for its ACK."""
+        if self.calls is not None:
+            # A threaded or async actor: every call before the STOP has started.  Calls that came after it start
+            # now (one of those may be what a running call waits for), and the running ones are let finish.
+            self.serving_calls = True
+            self.worker._deferred.extendleft(reversed(self.held))
+            self.held.clear()
+            while self.calls.running and not self.exiting:
+                if not self._drain():
+                    self._wait()
         if self.fetching:                 # asked for, never made here: the driver must not wait for them
             self._fetch(list(self.fetching), True)
             self.fetching.clear()

@@ -732,6 +732,36 @@ class Worker(_DriverApi):
         else:
             self._run_call(msg)
 
+    @property
+    def runs_calls_concurrently(self):
+        """A threaded (``max_concurrency`` > 1) or async actor: its calls may overlap."""
+        return self._loop is not None or self._pool is not None
+
+    def start_concurrent_call(self, method_name, run, run_async):
+        """Start one call of a threaded or async actor the way its dynamic calls start: ``run(fn)`` on its thread
+        pool, or ``await run_async(fn)`` on its event loop within ``max_concurrency``; ``fn`` is the method,
+        traced where the script is.  Returns the call's ``concurrent.futures.Future`` (of what ``run`` returns)."""
+        try:
+            fn = self._call_target(method_name)
+        except Exception as exc:  # noqa: BLE001 - reported as the call's error, by the executor
+            fn = _raiser(exc)
+        traced = self._tracer is not None and not method_name.startswith("__ray")
+        module = type(self.actor_instance).__module__
+        if self._loop is None:
+            if traced:
+                fn = executor.traced(self._tracer, "actor_call", fn, method_name, module)
+            return self._pool.submit(run, fn)
+        if traced:
+            fn = _traced_async(self._tracer, fn, method_name, module)
+        sem = self._async_sem
+
+        async def within_the_limit():
+            if sem is None:
+                return await run_async(fn)
+            async with sem:
+                return await run_async(fn)
+        return asyncio.run_coroutine_threadsafe(within_the_limit(), self._loop)
+
     def _call_target(self, method_name):
         if method_name == "__ray_ready__":
             return lambda: True

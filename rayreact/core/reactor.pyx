@@ -1319,8 +1319,7 @@ cdef class DriverPath:
 
     cpdef int skip_reads(self) except -1:
         """The script goes on without the plan's read here (a read changes nothing the workers do): move
-        past the plan's reads to its next call or put.  Returns 1 if that began a period, 0 if not, 2 if
-        the period could not begin (the run has deoptimized)."""
+        past the plan's reads to its next call or put.  Returns 1 if that began a period, else 0."""
         cdef int64_t idx = self.idx
         cdef int64_t q
         cdef bint began = False
@@ -1331,8 +1330,7 @@ cdef class DriverPath:
             q = (idx - self.start) % self.period
             self.idx = idx
             if q == 0:
-                if not self.run.begin_period(idx):
-                    return 2
+                self.run.begin_period(idx)
                 began = True
             op = <Op>self.ops[q]
         return began
@@ -1347,8 +1345,6 @@ cdef class DriverPath:
         cdef int began = 0
         if op.kind == GET or op.kind == WAIT:
             began = self.skip_reads()
-            if began == 2:
-                return self.deopt
             idx = self.idx
             q = (idx - self.start) % self.period
             op = <Op>self.ops[q]
@@ -1377,8 +1373,8 @@ cdef class DriverPath:
                     return self.run.deviate_call(actor_id, method, "with another ref")
             elif const[1] != value._id:
                 return self.run.deviate_call(actor_id, method, "with another ref")
-        if q == 0 and idx != self.first and not began and not self.run.begin_period(idx):
-            return self.deopt
+        if q == 0 and idx != self.first and not began:
+            self.run.begin_period(idx)
         link = op.link
         if literals:
             payload = self.last_literals.lookup(literals)
@@ -1451,8 +1447,8 @@ cdef class DriverPath:
         if keys is None:
             return self.run.get_off_plan(object_ids, timeout,
                                          "a get of other refs than the plan's (not the results it expects here)")
-        if q == 0 and idx != self.first and not self.run.begin_period(idx):
-            return self.deopt
+        if q == 0 and idx != self.first:
+            self.run.begin_period(idx)
         self.idx = idx + 1
         cdef double t0 = monotonic_s()
         tokens = self.collect(keys, timeout, len(keys))
@@ -1488,8 +1484,8 @@ cdef class DriverPath:
         if keys is None:
             return self.run.wait_off_plan(object_ids, num_returns, timeout,
                                           "a wait on other refs than the plan's (not the results it expects here)")
-        if q == 0 and idx != self.first and not self.run.begin_period(idx):
-            return self.deopt
+        if q == 0 and idx != self.first:
+            self.run.begin_period(idx)
         self.idx = idx + 1
         cdef double t0 = monotonic_s()
         tokens = self.collect(keys, timeout, num_returns)

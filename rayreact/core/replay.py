@@ -948,8 +948,6 @@ class ReplayRun:
         began = 0
         if self.ops[(self.idx - self.start) % self.P].kind in (ext.GET, ext.WAIT):
             began = self.fast.skip_reads()          # the script went on without the plan's read here
-            if began == 2:
-                return DEOPT
         idx = self.idx
         q = (idx - self.start) % self.P
         op = self.ops[q]
@@ -957,8 +955,8 @@ class ReplayRun:
             return self.deviate("a put")
         if isinstance(value, ObjectRef):
             return self.deviate("a put of a ref")
-        if q == 0 and idx != self.first and not began and not self.begin_period(idx):
-            return DEOPT
+        if q == 0 and idx != self.first and not began:
+            self.begin_period(idx)
         try:
             ser = serialization.serialize(value)
         except serialization.SerializationError as exc:
@@ -988,8 +986,7 @@ class ReplayRun:
     def begin_period(self, idx):
         """A period begins at ``idx``: forget values the script can no longer name; values made R periods
         ago and still held move to the dynamic object table (once here, if only a worker had them: it is
-        asked for them and they come later).  Returns True: the run goes on (the callers would run the call
-        that began the period dynamically on False)."""
+        asked for them and they come later)."""
         self.periods += 1
         self.reap_arg_files()
         windows = self.windows
@@ -1043,7 +1040,6 @@ class ReplayRun:
         self.fast.windows = kept
         if promote:
             self._adopt(promote)
-        return True
 
     def reap_arg_files(self):
         """Free argument files of reactions that have run (the driver wrote them: it recycles them hot)."""

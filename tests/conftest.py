@@ -375,6 +375,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
+# Under pytest-xdist (README's test command runs two workers) each worker keeps its own summary: it hands
+# it to the controller when it finishes, which prints them all.
+def pytest_sessionfinish(session):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["replay_summary"] = list(_replay_summary)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    _replay_summary.extend(tuple(row) for row in getattr(node, "workeroutput", {}).get("replay_summary", []))
+
+
 def pytest_terminal_summary(terminalreporter):
     for module, replayed, tests, periods in _replay_summary:
         terminalreporter.write_line(f"rayreact-replay: {module}: {replayed} of {tests} scenarios ran replayed "

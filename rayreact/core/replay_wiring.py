@@ -66,7 +66,11 @@ class Wiring:
         conns = run.plan.connections
         # A result no reaction reads goes to the driver, as every result does in dynamic mode: the script may
         # get it now and then (a read off the plan), or keep its ref past the plan's buffering.
-        readers = {c.id: list(dict.fromkeys(u.reactor for u in c.uses))
+        # A value passed nested in an argument (as a ref) goes to the callee, whose get reads it there during
+        # the call, and to the driver, which keeps it in the dynamic table for a callee that keeps the ref
+        # (core.replay_nested).
+        readers = {c.id: list(dict.fromkeys(x for u in c.uses
+                                            for x in ((u.reactor, "driver") if u.passing == "ref" else (u.reactor,))))
                    or (["driver"] if c.source == "period" and c.reactor != "driver" else []) for c in conns}
         run.writer_of = {c.id: c.reactor for c in conns}
         run.driver_reads = frozenset(cid for cid, rs in readers.items() if "driver" in rs)
@@ -160,6 +164,12 @@ class Wiring:
                     d = a.input.lag * P + q - c.producer
                     keep = max(keep, d + P)
                     specs.append((a.name, ext.A_PERIOD, c.id, d))
+            for a in reaction.args:
+                for inp in a.nested:       # values lent as refs: read while the call runs (replay_nested)
+                    c = conns[inp.connection]
+                    if c.id not in run.const_key:
+                        writers[c.id] = c.reactor
+                        keep = max(keep, inp.lag * P + q - c.producer + P)
             if reaction.op == "task":
                 fn = run.task_of[reaction.target][1]
                 method, display = submission.code_id_of(fn), fn._function_name
@@ -211,6 +221,7 @@ class Wiring:
         run = self.run
         conns = run.plan.connections
         self.const_ids = {cid: trace.ref_id(key[1], conns[cid].ret) for cid, key in run.const_key.items()}
+        run.const_ids = self.const_ids
         for op in run.ops:
             self._bind_consts(op)
         run.fast.ops = list(run.ops)

@@ -1,0 +1,166 @@
+"""Refs nested in a replayed call's arguments: passed to the callee as refs, as Ray passes them.
+
+::
+
+    record: Reactor._record_submit ── nested_ref_ids(args, kwargs) ──▶ the trace's Literal.nested
+    replay: DriverPath.call, a literal argument pickles refs ──▶ NestedRefs.frame
+        each ref the one the plan names at this position (the same scan as recording)? ── no ──▶ None:
+        │                                                                          the call deviates
+        a ref this run made, which the dynamic table lacks ──▶ reserved there, PENDING; its connection
+        │      is routed to the driver too (replay_wiring), so the value comes, and fills the entry as it
+        │      does (the DriverPath's store hook ──▶ ``came``), or at once if it is here already
+        every nested ref lent to the callee's worker, as a dynamic call lends them (the worker gives each
+        back when it drops it); the invocation (INVOKE payload kind 3) names them so the worker counts them,
+        and says where the worker's own copy of each value comes from
+
+While the call runs, the callee's ``ray.get`` of such a ref reads the worker's own copy, sent by the
+producer as an argument would be (``Worker.replay_values``; the reaction waits for it before it starts, as
+for its other inputs).  A threaded or async actor's calls overlap, so theirs go to the driver's dynamic
+runtime, as does a get of a ref the callee kept past the call: the service thread answers once the entry is
+filled.  A value stays in the dynamic table as long
+as the script's refs or a worker's borrow keep it, past the plan's buffering.  On a deviation, the
+hand-over fills the entries still pending (``pending``).  Reaches the run only through its public
+interface (``plan``, ``P``, ``start``, ``given``, ``cache``, ``const_ids``, ``rt``, ``ext``, ``fast``,
+``reap_arg_files``), the runtime through ``lock`` and ``object_table``.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+from . import ids, serialization
+from .refs import ObjectRef
+
+# How deep in plain containers a nested ref is looked for, and how big a container is searched: the same
+# when recording and when checking a replayed call, so the two agree on which refs a call nests.
+SCAN_DEPTH = 2
+SCAN_LIMIT = 1024
+
+
+def nested_ref_ids(args, kwargs):
+    """Ids of refs nested in plain containers, per argument (position or keyword); None if none."""
+    found = None
+    items = list(enumerate(args))
+    if kwargs:
+        items += list(kwargs.items())
+    for key, value in items:
+        if type(value) is ObjectRef:
+            continue
+        refs = []
+        scan(value, refs, 0)
+        if refs:
+            if found is None:
+                found = {}
+            found[key] = refs
+    return found
+
+
+def scan(value, out, depth):
+    """Append to ``out`` the ids of refs in ``value``, ``SCAN_DEPTH`` levels of lists, tuples, sets and dict
+    values deep, in iteration order (the order pickling meets them)."""
+    kind = type(value)
+    if kind is ObjectRef:
+        out.append(value._id)
+    elif depth < SCAN_DEPTH and kind in (list, tuple, set, frozenset) and len(value) <= SCAN_LIMIT:
+        for v in value:
+            scan(v, out, depth + 1)
+    elif depth < SCAN_DEPTH and kind is dict and len(value) <= SCAN_LIMIT:
+        for v in value.values():
+            scan(v, out, depth + 1)
+
+
+def take_descriptor(tok):
+    """A token's descriptor for the object table, which takes its file over."""
+    desc = tok.descriptor()
+    tok.path = None
+    return desc
+
+
+class NestedRefs:
+    """The run's calls that nest refs in their arguments: ``frame`` builds each one's invocation."""
+
+    def __init__(self, run):
+        self.run = run
+        self.count = 0                    # calls replayed with nested refs (explain)
+        # Per call position that nests refs: per literal argument (in order), the plan's Inputs nested in it.
+        self.expected = {}
+        self.local = set()                # positions whose worker serves the call's gets of them itself
+        for reaction in run.plan.reactions:
+            literal_args = [a.nested for a in reaction.args if a.input is None]
+            if any(literal_args):
+                self.expected[reaction.position] = literal_args
+                if not run.plan.reactor(reaction.reactor).concurrent:
+                    self.local.add(reaction.position)
+
+    def frame(self, idx, literals, ser, link):
+        """The INVOKE frame of the call at ``idx`` whose ``literals`` (pickled as ``ser``) nest refs; None if
+        they are not the refs the plan names here (the call then deviates)."""
+        run = self.run
+        q = (idx - run.start) % run.P
+        expected = self.expected.get(q)
+        if expected is None or len(expected) != len(literals):
+            return None
+        found_all = []
+        made = []                          # (oid, (connection, producer index)) of refs this run made
+        conns = run.plan.connections
+        given = run.given
+        for value, inputs in zip(literals, expected):
+            found = []
+            scan(value, found, 0)
+            if len(found) != len(inputs):
+                return None
+            for oid, inp in zip(found, inputs):
+                c = conns[inp.connection]
+                if c.source != "period":
+                    if run.const_ids.get(c.id) != oid:
+                        return None
+                    continue
+                producer = idx - (inp.lag * run.P + q - c.producer)
+                if given.get((producer, c.ret)) != oid:
+                    return None
+                made.append((oid, (c.id, producer)))
+            found_all.extend(found)
+        contained = list(ser.contained)
+        if set(contained) != set(found_all):
+            return None                    # a ref deeper than the scan: not the plan's call
+        self._lend(made, contained, link)
+        self.count += 1
+        # Where the callee's worker finds each value it reads while the call runs (its own copy, sent by the
+        # producer as for an argument); a threaded or async actor's calls overlap, so they ask the driver.
+        local = [(oid, key[0], key[1]) for oid, key in made] if q in self.local else []
+        ext = run.ext
+        if ser.size <= serialization.INLINE_LIMIT:
+            body = (1, ser.pack(), contained, local)
+        else:
+            run.reap_arg_files()
+            path = f"{run.rt.session_prefix}-ra{ids.new_id().hex()}"
+            ser.write_segment(path)
+            link.arg_files.append((idx, path))
+            body = (2, path, contained, local)
+        return ext.INVOKE_HEADER.pack(ext.INVOKE, idx, ext.INVOKE_WITH_REFS) + pickle.dumps(body, protocol=5)
+
+    def _lend(self, made, contained, link):
+        """Make each ref reachable through the dynamic table, and lend them all to ``link``'s worker."""
+        run = self.run
+        rt = run.rt
+        table = rt.object_table
+        adopting = run.fast.adopting
+        with rt.lock:
+            for oid, key in made:
+                if oid in table:
+                    continue
+                table.reserve(oid)
+                tok = run.cache.get(key)
+                if tok is not None:
+                    table.fill(oid, take_descriptor(tok))
+                else:
+                    adopting[key] = oid
+            table.lend(link.w.index, contained)
+
+    def came(self, oid, tok):
+        """The value of a nested ref the dynamic table waits for came to the driver (the store hook)."""
+        self.run.rt.object_table.fill_all(((oid, take_descriptor(tok)),))
+
+    def pending(self):
+        """(oid, key) of the nested refs whose values have not come yet (the hand-over fills them)."""
+        return [(oid, key) for key, oid in self.run.fast.adopting.items()]

@@ -644,7 +644,7 @@ cdef class WorkerReactor:
         self.host = _ReplayHost(worker, self.shm_prefix)
         self.calls = None
         if worker.is_actor and worker.runs_calls_concurrently:
-            self.calls = replay_concurrent.ConcurrentCalls(worker, self.host, worker._bell.ring)
+            self.calls = replay_concurrent.ConcurrentCalls(worker, self.host, worker.bell.ring)
         self.completing = False
         self.serving_calls = False
         self.in_rings = []
@@ -660,8 +660,8 @@ cdef class WorkerReactor:
             self.out_rings.append(ring)
         self.to_driver = self.out_rings[0]
         self.gather = Gather(program.gather)
-        self.poller = channel.Poller(worker._bell)
-        self.poller.set_rings(self.in_rings + [worker._inbound])
+        self.poller = channel.Poller(worker.bell)
+        self.poller.set_rings(self.in_rings + [worker.inbound])
         self.log = TimelineLog(program.timeline, False)
         self.log_count = self.log.count
         self.log_records = self.log.records
@@ -713,9 +713,9 @@ cdef class WorkerReactor:
         if self._read_rings():
             progressed = True
         worker = self.worker
-        if worker._deferred or worker._inbound.readable():
+        if worker.has_messages():
             while True:
-                msg = worker._next_message(False)
+                msg = worker.next_message(False)
                 if msg is None:
                     break
                 progressed = True
@@ -725,8 +725,8 @@ cdef class WorkerReactor:
                     if self.stopping and not self.serving_calls:
                         self.held.append(msg)
                         continue
-                worker._handle(msg)
-                if not worker._running:
+                worker.handle_message(msg)
+                if not worker.running:
                     self.exiting = True
                     break
         return progressed
@@ -803,11 +803,11 @@ cdef class WorkerReactor:
 
     cdef void _wait(self) except *:
         if refcount.released:
-            self.worker._flush_releases()
+            self.worker.flush_releases()
         cdef int64_t since = -1
         if self.calls is not None:
             # A call that ends rings our doorbell from its own thread: a ring after this look is not slept through.
-            since = self.worker._bell.sequence()
+            since = self.worker.bell.sequence()
             if self.calls.finished:
                 return
         if not self.poller.wait(1.0, False, since):
@@ -926,7 +926,7 @@ cdef class WorkerReactor:
         if exiting:
             self.to_driver.write(control_frame(NOTE, ("exit", index)), 1.0)
             self.gather.add()
-            self.worker._exit_now()
+            self.worker.exit_now()
 
     cdef tuple _call(self, int64_t index, method, name, list args, dict kwargs, tuple outputs):
         """Run one reaction's call: ``(results as (conn, token) pairs, whether the actor now ends)``."""
@@ -939,13 +939,12 @@ cdef class WorkerReactor:
         if not actor:
             # ray.cancel of this invocation (the driver names it in our doorbell page, then sends SIGINT until
             # the worker takes one): skipped if it has not started, interrupted if it runs, as in dynamic mode.
-            if worker._bell.cancelled_invocation() == index:
+            if worker.bell.cancelled_invocation() == index:
                 return executor.fail(host, name, KeyboardInterrupt(), outputs)[0], False
-            worker._replayed_invocation = index
-            worker._in_task = True
+            worker.begin_replayed_task(index)
         try:
-            target = worker._call_target(method) if actor else worker._load_code(method)
-            tracer = worker._tracer
+            target = worker.call_target(method) if actor else worker.load_code(method)
+            tracer = worker.tracer
             if tracer is not None and not (actor and method.startswith("__ray")):
                 # rayreact compare: replayed calls are traced like dynamic ones
                 target = executor.traced(tracer, "actor_call" if actor else "task", target,
@@ -956,8 +955,7 @@ cdef class WorkerReactor:
             results, status = executor.fail(host, name, exc, outputs, instance)
         finally:
             if not actor:
-                worker._in_task = False
-                worker._replayed_invocation = -1
+                worker.end_replayed_task()
         if status == executor.RAISED or status == executor.PARTIAL:
             self._note_raised(index)
         return results, status == executor.EXITED
@@ -1062,7 +1060,7 @@ cdef class WorkerReactor:
             # A threaded or async actor: every call before the STOP has started.  Calls that came after it start
             # now (one of those may be what a running call waits for), and the running ones are let finish.
             self.serving_calls = True
-            self.worker._deferred.extendleft(reversed(self.held))
+            self.worker.defer_first(self.held)
             self.held.clear()
             while self.calls.running and not self.exiting:
                 if not self._drain():
@@ -1086,12 +1084,12 @@ cdef class WorkerReactor:
         # held back run now, first, and so do calls that arrive before the ACK: another worker's reaction,
         # which the driver's handover still waits for, may need one of them.
         worker = self.worker
-        worker._deferred.extendleft(reversed(self.held))
+        worker.defer_first(self.held)
         self.held.clear()
         plan_id = self.program.plan
-        while worker._running:
+        while worker.running:
             self._read_inbox_stopped()
-            msg = worker._next_message(False)
+            msg = worker.next_message(False)
             if msg is None:
                 self.poller.wait(1.0)
                 if os.getppid() == 1:
@@ -1099,7 +1097,7 @@ cdef class WorkerReactor:
                 continue
             if msg.KIND == wire.REACTOR and msg.verb == "ack" and msg.body == plan_id:
                 break
-            worker._handle(msg)
+            worker.handle_message(msg)
 
     cdef void _read_inbox_stopped(self) except *:
         # A rerun of a dead lent worker's call may still FETCH what we kept; a token it forwards now needs no
@@ -1115,7 +1113,7 @@ cdef class WorkerReactor:
 
     cdef void _close(self) except *:
         if self.held:                     # exiting early: the worker's loop answers them (or fails them)
-            self.worker._deferred.extendleft(reversed(self.held))
+            self.worker.defer_first(self.held)
             self.held.clear()
         for tok in self.retained.values():
             (<Token>tok).discard()

@@ -152,19 +152,18 @@ def submit_task_from_worker(worker, remote_function, args, kwargs, options):
     code_id = code_id_of(remote_function)
     code = _code_once(code_id, remote_function)
     return_ids = [ids.new_id() for _ in range(return_count(num_returns))]
-    worker._post(wire.V_SUBMIT_TASK, (code_id, code, remote_function._function_name, args_desc, direct,
+    worker.post(wire.V_SUBMIT_TASK, (code_id, code, remote_function._function_name, args_desc, direct,
                                           return_ids, num_returns, dict(options)))
     refs = [ObjectRef(oid) for oid in return_ids]
-    for oid in return_ids:
-        worker._received[oid] += 1
+    worker.received(return_ids)
     return _returns(refs, num_returns)
 
 
 def create_actor_from_worker(worker, actor_class, args, kwargs, options):
     options = captured_options(worker, options)
     name = options.get("name")
-    if worker._tracer is not None:
-        options = {**options, "_trace_key": worker._tracer.actor_key_for(actor_class._cls.__name__)}
+    if worker.tracer is not None:
+        options = {**options, "_trace_key": worker.tracer.actor_key_for(actor_class._cls.__name__)}
     if name and options.get("get_if_exists"):
         found = worker.get_actor_info(name, options.get("namespace"))
         if found is not None:
@@ -173,7 +172,7 @@ def create_actor_from_worker(worker, actor_class, args, kwargs, options):
     code_id = code_id_of(actor_class)
     code = _code_once(code_id, actor_class)
     actor_id = ids.actor_id()
-    reply = worker._request(wire.V_CREATE_ACTOR, (actor_id, code_id, code, actor_class._cls.__name__,
+    reply = worker.request(wire.V_CREATE_ACTOR, (actor_id, code_id, code, actor_class._cls.__name__,
                                                       actor_class._methods, actor_class._is_async, args_desc,
                                                       direct, dict(options)))
     if isinstance(reply, tuple):
@@ -187,11 +186,10 @@ def submit_call_from_worker(worker, handle, info, args, kwargs, num_returns):
     num_returns = normalize_num_returns(num_returns)
     args_desc, direct = pack_args(args, kwargs, worker.session)
     return_ids = [ids.new_id() for _ in range(return_count(num_returns))]
-    worker._post(wire.V_SUBMIT_CALL, (handle._actor_id, info.name, args_desc, direct, return_ids,
+    worker.post(wire.V_SUBMIT_CALL, (handle._actor_id, info.name, args_desc, direct, return_ids,
                                           num_returns, info.task_name))
     refs = [ObjectRef(oid) for oid in return_ids]
-    for oid in return_ids:
-        worker._received[oid] += 1
+    worker.received(return_ids)
     return _returns(refs, num_returns)
 
 

@@ -149,7 +149,7 @@ class _DriverApi(context.RuntimeHooks):
     """The API surface a worker serves to the user's code: each call is a request to the driver (nested
     ``get``, ``.remote()``, ``put``...).  Kept apart from :class:`Worker`, which runs the calls."""
 
-    def _request(self, verb, payload, timeout=None):
+    def request(self, verb, payload, timeout=None):
         """Send a request and wait for its reply (the reader thread pumps; others wait on an event)."""
         self._req_counter += 1
         req_id = (threading.get_ident(), self._req_counter)
@@ -167,7 +167,7 @@ class _DriverApi(context.RuntimeHooks):
                 if on_reader:
                     raw = self._inbound.read()
                     if raw is None:
-                        self._flush_releases()
+                        self.flush_releases()
                         self._poller.wait(min(remaining, 1.0) if remaining is not None else 1.0)
                         continue
                     msg = wire.decode(raw)
@@ -179,7 +179,7 @@ class _DriverApi(context.RuntimeHooks):
                     elif kind == wire.DROP:
                         self._give_back(msg.task_id)       # a task sent behind this blocked one: let another run it
                     elif self._pool is not None or self._loop is not None:
-                        self._handle(msg)
+                        self.handle_message(msg)
                     else:
                         self._deferred.append(msg)
                 else:
@@ -188,7 +188,7 @@ class _DriverApi(context.RuntimeHooks):
         finally:
             self._pending_replies.pop(req_id, None)
 
-    def _post(self, verb, payload):
+    def post(self, verb, payload):
         """A request with no reply (submissions: FIFO order makes them visible before any later get)."""
         self.send(wire.Request(None, verb, payload))
 
@@ -221,7 +221,7 @@ class _DriverApi(context.RuntimeHooks):
         from .refs import ObjectRef
         oid = ids.new_id()
         desc = self.store_value(oid, value)
-        self._post(wire.V_PUT, (oid, desc))
+        self.post(wire.V_PUT, (oid, desc))
         self._received[oid] += 1
         return ObjectRef(oid)
 
@@ -238,19 +238,19 @@ class _DriverApi(context.RuntimeHooks):
             self._received[oid] += 1
 
     def stream_next(self, stream_id, index, timeout, peek=False):
-        kind, oid = self._request(wire.V_STREAM_NEXT, (stream_id, index, peek), timeout)
+        kind, oid = self.request(wire.V_STREAM_NEXT, (stream_id, index, peek), timeout)
         if kind == "item" and not peek:
             self._received[oid] += 1
         return kind, oid
 
     def stream_drop(self, stream_id, index):
-        self._post(wire.V_STREAM_DROP, (stream_id, index))
+        self.post(wire.V_STREAM_DROP, (stream_id, index))
 
     def get_values(self, object_ids, timeout):
         lent = self.replay_values
         if lent and all(oid in lent for oid in object_ids):
             return [self._replayed_value(lent[oid]) for oid in object_ids]
-        descs = self._request(wire.V_GET, (object_ids, timeout), timeout)
+        descs = self.request(wire.V_GET, (object_ids, timeout), timeout)
         out = []
         for desc in descs:
             value, is_error = self._descriptor_value(desc)
@@ -260,25 +260,25 @@ class _DriverApi(context.RuntimeHooks):
         return out
 
     def wait_ids(self, object_ids, num_returns, timeout, fetch_local):
-        return self._request(wire.V_WAIT, (object_ids, num_returns, timeout), None)
+        return self.request(wire.V_WAIT, (object_ids, num_returns, timeout), None)
 
     def kill_actor(self, actor_id, no_restart):
-        self._request(wire.V_KILL, (actor_id, no_restart))
+        self.request(wire.V_KILL, (actor_id, no_restart))
 
     def cancel(self, object_id, force, recursive):
-        self._request(wire.V_CANCEL, (object_id, force, recursive))
+        self.request(wire.V_CANCEL, (object_id, force, recursive))
 
     def get_actor_info(self, name, namespace):
-        return self._request(wire.V_GET_ACTOR, (name, namespace if namespace is not None else self.namespace))
+        return self.request(wire.V_GET_ACTOR, (name, namespace if namespace is not None else self.namespace))
 
     def resources(self, which):
-        return self._request(wire.V_RESOURCES, which)
+        return self.request(wire.V_RESOURCES, which)
 
     def list_named_actors(self, all_namespaces):
-        return self._request(wire.V_NAMED_LIST, (all_namespaces, self.namespace))
+        return self.request(wire.V_NAMED_LIST, (all_namespaces, self.namespace))
 
     def placement_group_call(self, verb, payload):
-        return self._request(wire.V_PG, (verb, payload))
+        return self.request(wire.V_PG, (verb, payload))
 
     def current_actor_handle(self):
         class_name, methods = self.actor_handle_info[:2]
@@ -393,7 +393,7 @@ class Worker(_DriverApi):
                 if self._outbound.is_closed():
                     os._exit(1)
 
-    def _flush_releases(self):
+    def flush_releases(self):
         released = refcount.drain_released()
         if not released:
             return
@@ -423,7 +423,7 @@ class Worker(_DriverApi):
         for c in nested:
             refcount.decref(c)
 
-    def _next_message(self, block=True):
+    def next_message(self, block=True):
         while True:
             if self._deferred:
                 return self._deferred.popleft()
@@ -432,22 +432,22 @@ class Worker(_DriverApi):
                 return wire.decode(raw)
             if not block:
                 return None
-            self._flush_releases()
+            self.flush_releases()
             handoff.idle()
             self._poller.wait(1.0)
             if os.getppid() == 1:
                 os._exit(1)
             if self.exit_requested:
-                self._exit_now()
+                self.exit_now()
 
     # ---------------------------------------------------------------- main loop
     def serve(self):
         self.send(wire.Ready(os.getpid()))
         while self._running:
-            msg = self._next_message()
-            self._handle(msg)
+            msg = self.next_message()
+            self.handle_message(msg)
 
-    def _handle(self, msg):
+    def handle_message(self, msg):
         kind = msg.KIND
         if kind == wire.CALL:
             self._dispatch_call(msg)
@@ -473,7 +473,7 @@ class Worker(_DriverApi):
             from . import reactor
             reactor.handle(self, msg)
 
-    def _load_code(self, code_id):
+    def load_code(self, code_id):
         obj = self._code.get(code_id)
         if isinstance(obj, (bytes, bytearray)):
             import cloudpickle  # noqa: F401  (pickles by value need it importable)
@@ -644,7 +644,7 @@ class Worker(_DriverApi):
             self._in_task = True            # before the look-ahead: a SIGINT after it interrupts what follows
             if self._cancelled_before_start(task_id):
                 raise KeyboardInterrupt
-            fn = self._load_code(code_id)
+            fn = self.load_code(code_id)
             if self._tracer is not None:
                 fn = executor.traced(self._tracer, "task", fn, None, getattr(fn, "__module__", None))
             handoff.ready()
@@ -692,7 +692,7 @@ class Worker(_DriverApi):
             self._loop.set_exception_handler(_quiet_about_exit_actor)
             threading.Thread(target=self._loop.run_forever, name="rayreact-asyncio", daemon=True).start()
         try:
-            cls = self._load_code(code_id)
+            cls = self.load_code(code_id)
             args, kwargs = self.resolve(args_desc, arg_descs)
             self.actor_instance = cls.__new__(cls)
             if self._tracer is None or trace_key is None:
@@ -749,6 +749,45 @@ class Worker(_DriverApi):
         else:
             self._run_call(msg)
 
+    # ---------------------------------------------------------------- what the worker-side reactor uses
+    # core.reactor.WorkerReactor runs this process' message loop while a replay runs.
+    @property
+    def bell(self):
+        """This worker's doorbell: the driver, other workers and this worker's own threads ring it."""
+        return self._bell
+
+    @property
+    def inbound(self):
+        """The ring of messages from the driver."""
+        return self._inbound
+
+    @property
+    def running(self):
+        """False once the worker is ending (an actor exited, the driver said stop)."""
+        return self._running
+
+    @property
+    def tracer(self):
+        """rayreact compare's tracer of the calls run here, or None."""
+        return self._tracer
+
+    def has_messages(self):
+        """A message is waiting: held back, or on the inbound ring."""
+        return bool(self._deferred) or self._inbound.readable()
+
+    def defer_first(self, msgs):
+        """Handle ``msgs`` next, in their order, before any message still to come."""
+        self._deferred.extendleft(reversed(msgs))
+
+    def begin_replayed_task(self, index):
+        """A replayed task call (invocation ``index``) runs now: a cancel names it, and SIGINT interrupts it."""
+        self._replayed_invocation = index
+        self._in_task = True
+
+    def end_replayed_task(self):
+        self._in_task = False
+        self._replayed_invocation = -1
+
     @property
     def runs_calls_concurrently(self):
         """A threaded (``max_concurrency`` > 1) or async actor: its calls may overlap."""
@@ -759,7 +798,7 @@ class Worker(_DriverApi):
         pool, or ``await run_async(fn)`` on its event loop within ``max_concurrency``; ``fn`` is the method,
         traced where the script is.  Returns the call's ``concurrent.futures.Future`` (of what ``run`` returns)."""
         try:
-            fn = self._call_target(method_name)
+            fn = self.call_target(method_name)
         except Exception as exc:  # noqa: BLE001 - reported as the call's error, by the executor
             fn = _raiser(exc)
         traced = self._tracer is not None and not method_name.startswith("__ray")
@@ -779,7 +818,7 @@ class Worker(_DriverApi):
                 return await run_async(fn)
         return asyncio.run_coroutine_threadsafe(within_the_limit(), self._loop)
 
-    def _call_target(self, method_name):
+    def call_target(self, method_name):
         if method_name == "__ray_ready__":
             return lambda: True
         if method_name == "__ray_call__":          # handle.__ray_call__.remote(fn, *args): fn(the actor, *args)
@@ -806,7 +845,7 @@ class Worker(_DriverApi):
         self.current_task_id = task_id
         set_title(self._call_title(method_name, task_name), comm=False)   # comm would cost a system call per call
         try:
-            fn = self._call_target(method_name)
+            fn = self.call_target(method_name)
         except Exception as exc:  # noqa: BLE001 - reported as the call's error, by the executor
             fn = _raiser(exc)
         if self._tracer is not None and not method_name.startswith("__ray"):
@@ -826,7 +865,7 @@ class Worker(_DriverApi):
         handoff.refill()
         set_title(self._actor_title, comm=False)
         if status == executor.EXITED:
-            self._exit_now()
+            self.exit_now()
 
     async def _run_call_async(self, msg):
         task_id, method_name, task_name = msg.task_id, msg.method, msg.task_name
@@ -843,7 +882,7 @@ class Worker(_DriverApi):
                 acquired = True
             if task_id in self._cancelled_calls:
                 raise asyncio.CancelledError
-            fn = self._call_target(method_name)
+            fn = self.call_target(method_name)
             if self._tracer is not None and not method_name.startswith("__ray"):
                 fn = _traced_async(self._tracer, fn, method_name, type(self.actor_instance).__module__)
             results, status = await executor.run_async(self, name, fn, args_desc, arg_descs, return_ids,
@@ -860,7 +899,7 @@ class Worker(_DriverApi):
         self.send(wire.Done(task_id, results, status <= executor.PARTIAL))
         set_title(self._actor_title, comm=False)
         if status == executor.EXITED:
-            self._exit_now()
+            self.exit_now()
 
     def end_process(self, code):
         """The executor's host hook for ``sys.exit(code)`` in a task: the process ends as Python's would."""
@@ -878,7 +917,7 @@ class Worker(_DriverApi):
     def is_asyncio_actor(self):
         return self._loop is not None
 
-    def _exit_now(self):
+    def exit_now(self):
         self._exit_lock.acquire()       # never released: a second caller waits for the process to end
         self.send(wire.Exiting("exit_actor"))
         self._graceful_cleanup()

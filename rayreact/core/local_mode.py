@@ -156,11 +156,11 @@ class LocalRuntime(DriverRuntimeBase):
         pass
 
     def submit_task(self, remote_function, args, kwargs, options):
-        num_returns = submission._num_returns(options, remote_function._default_num_returns)
+        num_returns = submission.num_returns_of(options, remote_function._default_num_returns)
         return_ids = [ids.new_id() for _ in range(submission.return_count(num_returns))]
         refs = [ObjectRef(oid) for oid in return_ids]
         self._run(remote_function._function_name, remote_function._function, args, kwargs, return_ids, num_returns)
-        return submission._returns(refs, num_returns)
+        return submission.as_returns(refs, num_returns)
 
     def create_actor(self, actor_class, args, kwargs, options):
         name = options.get("name")
@@ -200,7 +200,7 @@ class LocalRuntime(DriverRuntimeBase):
             err = actor.dead_error if actor else exceptions.ActorDiedError(error_msg="Unknown actor.")
             for oid in return_ids:
                 self._store(oid, err, True)
-            return submission._returns(refs, num_returns)
+            return submission.as_returns(refs, num_returns)
         if info.name == "__ray_ready__":
             method = lambda: True  # noqa: E731
         elif info.name == "__ray_call__":
@@ -217,7 +217,7 @@ class LocalRuntime(DriverRuntimeBase):
             self._run(f"{actor.class_name}.{info.name}", method, args, kwargs, return_ids, num_returns, actor)
         finally:
             self.actor_id = prev
-        return submission._returns(refs, num_returns)
+        return submission.as_returns(refs, num_returns)
 
     def kill_actor(self, actor_id, no_restart=True):
         actor = self.actors.get(actor_id)

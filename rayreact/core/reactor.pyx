@@ -204,7 +204,7 @@ def free_segment(path):
     if links == 1:
         serialization.segment_pool.release(path)
     else:
-        serialization.segment_pool._drop_mapping(path)
+        serialization.segment_pool.drop_mapping(path)
         try:
             os.unlink(path)
         except OSError:

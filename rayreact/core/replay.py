@@ -371,7 +371,7 @@ class Reactor(RuntimeFront):
 
     def submit_task(self, remote_function, args, kwargs, options):
         with self.lock:
-            num_returns = submission._num_returns(options, remote_function._default_num_returns)
+            num_returns = submission.num_returns_of(options, remote_function._default_num_returns)
             if self._enter():
                 if type(num_returns) is int and num_returns >= 0:
                     out = self.run.call(TASK_CALLER, _task_target(remote_function, options), args, kwargs,

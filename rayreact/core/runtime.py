@@ -469,7 +469,7 @@ class Runtime(DriverRuntimeBase):
     def submit_task(self, remote_function, args, kwargs, options, return_ids=None):
         """``return_ids``: ids the caller already handed out for this call's returns (a replayed task
         whose worker died runs again under the refs the script holds)."""
-        num_returns = submission._num_returns(options, remote_function._default_num_returns)
+        num_returns = submission.num_returns_of(options, remote_function._default_num_returns)
         args_desc, direct = submission.pack_args(args, kwargs, self.session)
         code_id, code = submission.code_of(remote_function)
         pg = self.node.pg_of(options)
@@ -485,7 +485,7 @@ class Runtime(DriverRuntimeBase):
                 self.code[code_id] = code
             self._submit_task(None, code_id, remote_function._function_name, args_desc, direct,
                               return_ids, num_returns, options, pg)
-        return submission._returns(refs, num_returns)
+        return submission.as_returns(refs, num_returns)
 
     # ================================================================== public API: actors
     def create_actor(self, actor_class, args, kwargs, options):
@@ -499,7 +499,7 @@ class Runtime(DriverRuntimeBase):
         with self._lock:
             self._submit_call(None, handle._actor_id, info.name, args_desc, direct, return_ids, num_returns,
                               info.task_name)
-        return submission._returns(refs, num_returns)
+        return submission.as_returns(refs, num_returns)
 
     def resubmit_actor_call(self, actor_id, method, args, kwargs, num_returns, return_ids, retries_left):
         """Send again a call the caller made to an actor whose process died before the call finished (a

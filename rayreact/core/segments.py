@@ -204,7 +204,7 @@ class SegmentPool:
         for w in dead:
             w.close()
 
-    def _drop_mapping(self, path):
+    def drop_mapping(self, path):
         """One name of a file goes away; its kept mapping (if any) is dropped once the file has no name left."""
         self._prune()
 

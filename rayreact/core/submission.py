@@ -68,7 +68,7 @@ STREAMING = -1   # num_returns="streaming": .remote() gives an ObjectRefGenerato
 DYNAMIC = -2     # num_returns="dynamic": one ref to a DynamicObjectRefGenerator
 
 
-def _num_returns(options, default=1):
+def num_returns_of(options, default=1):
     n = options.get("num_returns", default)
     return normalize_num_returns(default if n is None else n)
 
@@ -147,7 +147,7 @@ def _code_once(code_id, obj):
 
 def submit_task_from_worker(worker, remote_function, args, kwargs, options):
     options = captured_options(worker, options)
-    num_returns = _num_returns(options, remote_function._default_num_returns)
+    num_returns = num_returns_of(options, remote_function._default_num_returns)
     args_desc, direct = pack_args(args, kwargs, worker.session)
     code_id = code_id_of(remote_function)
     code = _code_once(code_id, remote_function)
@@ -156,7 +156,7 @@ def submit_task_from_worker(worker, remote_function, args, kwargs, options):
                                           return_ids, num_returns, dict(options)))
     refs = [ObjectRef(oid) for oid in return_ids]
     worker.received(return_ids)
-    return _returns(refs, num_returns)
+    return as_returns(refs, num_returns)
 
 
 def create_actor_from_worker(worker, actor_class, args, kwargs, options):
@@ -190,10 +190,10 @@ def submit_call_from_worker(worker, handle, info, args, kwargs, num_returns):
                                           num_returns, info.task_name))
     refs = [ObjectRef(oid) for oid in return_ids]
     worker.received(return_ids)
-    return _returns(refs, num_returns)
+    return as_returns(refs, num_returns)
 
 
-def _returns(refs, num_returns):
+def as_returns(refs, num_returns):
     if num_returns == STREAMING:
         from .refs import ObjectRefGenerator
         return ObjectRefGenerator(refs[0])

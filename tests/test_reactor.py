@@ -725,6 +725,59 @@ def test_a_task_reads_refs_nested_in_its_argument(ray):
     expect_replayed(ray, 50)
 
 
+def test_nested_refs_kept_by_the_driver_are_read_long_after_without_a_get_in_the_loop(ray):
+    env, learner = remote(ray, Env, 4), remote(ray, Learner)
+    steps = []
+    for i in range(300):
+        steps.append(env.step.remote(i % 5))
+        learner.keep.remote([steps[-1]])                 # no get in the loop: the values come to the driver later
+        if i % 50 == 49:
+            assert same(ray.get(steps[i - 40]), local_env_steps(4, [k % 5 for k in range(i - 39)])[-1])
+    expected = local_env_steps(4, [k % 5 for k in range(300)])
+    assert all(same(v, e) for v, e in zip(ray.get(steps), expected))
+    assert same(ray.get(learner.read_kept.remote(299)), expected[299])
+    expect_replayed(ray, 100)
+
+
+class ThreadedLearner(Learner):
+    pass
+
+
+class DyingEnv(Env):
+    def step(self, action):
+        if self.t == 99:
+            os._exit(1)
+        return super().step(action)
+
+
+def test_a_threaded_callee_whose_nested_refs_producer_dies_gets_the_error(ray):
+    env = remote(ray, DyingEnv, 0)
+    learner = remote(ray, ThreadedLearner, max_concurrency=2)
+    seen = []
+    with pytest.raises(ray.exceptions.RayError):
+        for i in range(200):
+            seen.append(ray.get(learner.learn.remote({"step": env.step.remote(1)})))
+    assert len(seen) == 99
+    assert seen == [[float(o[1]), r, d] for o, r, d in local_env_steps(0, [1] * 99)]
+    expect_replayed(ray, 50)
+
+
+def _wait_then(path, value):
+    wait_for_file(path)
+    return value
+
+
+def test_a_nested_ref_passed_on_but_never_read_does_not_hold_replay_back(ray, tmp_path):
+    gate = str(tmp_path / "gate")
+    slow = _remote_fn(ray, _wait_then).remote(gate, 7)         # runs until the loop is over
+    learner = remote(ray, Learner)
+    counts = [ray.get(learner.keep.remote([slow])) for _ in range(150)]
+    assert counts == list(range(1, 151))
+    open(gate, "w").close()
+    assert ray.get(learner.read_kept.remote(149)) == 7
+    expect_replayed(ray, 100)
+
+
 def test_a_deviation_with_nested_refs_in_flight_loses_nothing(ray):
     env, learner = remote(ray, Env, 3), remote(ray, Learner)
     pending = []

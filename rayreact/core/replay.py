@@ -661,6 +661,14 @@ class ReplayRun:
             raise Refused("no actor or task in the period")
         seeds = plan.seeds(first_index)
         seed_ids = [trace.ref_id(s.producer, s.ret) for s in seeds]
+        # Values the plan only passes on as refs (nested in an argument) need not be ready, nor sent anywhere:
+        # the run just knows their refs (replay_nested).
+        lent_seeds = [(s, oid) for s, oid in zip(seeds, seed_ids) if s.connection in self.nested.ref_only]
+        if lent_seeds:
+            seeds = [s for s in seeds if s.connection not in self.nested.ref_only]
+            seed_ids = [trace.ref_id(s.producer, s.ret) for s in seeds]
+        if any(oid not in self.rt.object_table for _, oid in lent_seeds):
+            raise Refused("a value the plan starts from was freed")
         self._wait_for_dynamic_calls(seed_ids, len(task_reactors))
         seed_descs = self._take_workers_and_seeds(seeds, seed_ids, task_reactors, code_ids)
 
@@ -670,7 +678,7 @@ class ReplayRun:
         self.poller = None
         self.started_workers = False
         try:
-            Wiring(self).start(trace, seeds, seed_ids, seed_descs)
+            Wiring(self).start(trace, seeds, seed_ids, seed_descs, lent_seeds)
             self.call, self.get, self.wait = self.fast.call, self.fast.get, self.fast.wait
         except BaseException:
             try:
@@ -891,6 +899,7 @@ class ReplayRun:
                 error_msg=f"The actor {link.actor.class_name} died.")
             payload = serialization.serialize(err, is_error=True).pack()
             self.death_payloads[link.name] = payload
+            self.nested.writer_died(link.name, payload)
             for other in self.links.values():
                 if not other.dead:
                     self.write(other, self.ext.control_frame(self.ext.DEAD, (link.name, payload)))
@@ -980,7 +989,7 @@ class ReplayRun:
             self.reads.bring(only_in_workers)
         kept = collections.deque()
         promote = []
-        driver_reads, forgotten = self.driver_reads, self.fast.forgotten
+        driver_reads, forgotten, adopting = self.driver_reads, self.fast.forgotten, self.fast.adopting
         for start, keys in windows:
             old = start < horizon
             left = []
@@ -988,8 +997,8 @@ class ReplayRun:
                 index, ret, conn = key
                 oid = given.get((index, ret))
                 alive = oid is not None and counts.get(oid)
-                if alive and not old:
-                    left.append(key)
+                if alive and (not old or (conn, index) in adopting):
+                    left.append(key)                # (lent nested in an argument: kept until it has come)
                     continue
                 if alive and oid not in objects:
                     tok = cache.pop((conn, index), None)

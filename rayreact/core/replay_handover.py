@@ -64,13 +64,14 @@ class Handover:
                 writer = run.writer_of.get(conn)
                 if writer in run.links:
                     wanted[writer].append((conn, index))
-        # Values a callee was lent nested in an argument and the dynamic table still waits for (on their way
-        # to the driver: a STOP need not name them).
-        alive.extend(run.nested.pending())
         for name, link in run.links.items():
             if not link.dead:
                 run.write(link, ext.control_frame(ext.STOP, wanted.get(name, [])))
         table.reserve_all([oid for oid, _ in alive])
+        # Values a callee was lent nested in an argument that the dynamic table still waits for (reserved
+        # already; on their way to the driver, so a STOP need not name them).  Taken after the STOPs: a write
+        # to a full ring drains, and what comes then is filled as it comes.
+        alive.extend(run.nested.pending())
         run.handover = threading.Thread(target=self._hand_over, args=(alive,), name="rayreact-handover",
                                         daemon=True)
         run.handover.start()

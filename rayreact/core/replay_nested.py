@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import pickle
 
+from .. import exceptions
 from . import ids, serialization
 from .refs import ObjectRef
 
@@ -81,7 +82,6 @@ class NestedRefs:
 
     def __init__(self, run):
         self.run = run
-        self.count = 0                    # calls replayed with nested refs (explain)
         # Per call position that nests refs: per literal argument (in order), the plan's Inputs nested in it.
         self.expected = {}
         self.local = set()                # positions whose worker serves the call's gets of them itself
@@ -91,6 +91,10 @@ class NestedRefs:
                 self.expected[reaction.position] = literal_args
                 if not run.plan.reactor(reaction.reactor).concurrent:
                     self.local.add(reaction.position)
+        # Connections only ever passed on nested (as refs): a value made before the run need not be ready, nor
+        # sent anywhere, for replay to begin (Ray does not wait for a ref it only passes).
+        self.ref_only = frozenset(c.id for c in run.plan.connections
+                                  if c.uses and all(u.passing == "ref" for u in c.uses))
 
     def frame(self, idx, literals, ser, link):
         """The INVOKE frame of the call at ``idx`` whose ``literals`` (pickled as ``ser``) nest refs; None if
@@ -122,12 +126,11 @@ class NestedRefs:
             found_all.extend(found)
         contained = list(ser.contained)
         if set(contained) != set(found_all):
-            return None                    # a ref deeper than the scan: not the plan's call
-        self._lend(made, contained, link)
-        self.count += 1
-        # Where the callee's worker finds each value it reads while the call runs (its own copy, sent by the
-        # producer as for an argument); a threaded or async actor's calls overlap, so they ask the driver.
-        local = [(oid, key[0], key[1]) for oid, key in made] if q in self.local else []
+            return None                    # a ref deeper than the scan (or a set's order): not the plan's call
+        # Where the callee's worker finds each value it reads while the call runs: its own copy, sent by the
+        # producer as for an argument, of a value made in the run.  A threaded or async actor's calls overlap,
+        # so they ask the driver, as a get of a value made before the run does.
+        local = ([(oid, key[0], key[1]) for oid, key in made if key[1] >= run.first] if q in self.local else [])
         ext = run.ext
         if ser.size <= serialization.INLINE_LIMIT:
             body = (1, ser.pack(), contained, local)
@@ -137,29 +140,56 @@ class NestedRefs:
             ser.write_segment(path)
             link.arg_files.append((idx, path))
             body = (2, path, contained, local)
+        if not self._lend(made, contained, link):
+            return None                    # its worker died: the call goes the dynamic way, which says so
         return ext.INVOKE_HEADER.pack(ext.INVOKE, idx, ext.INVOKE_WITH_REFS) + pickle.dumps(body, protocol=5)
 
     def _lend(self, made, contained, link):
-        """Make each ref reachable through the dynamic table, and lend them all to ``link``'s worker."""
+        """Make each ref reachable through the dynamic table, and lend them all to ``link``'s worker; False if
+        that worker has died (nothing is lent then: its borrows would never be given back)."""
         run = self.run
         rt = run.rt
         table = rt.object_table
         adopting = run.fast.adopting
         with rt.lock:
+            if link.dead or link.w.dead:
+                return False
             for oid, key in made:
                 if oid in table:
                     continue
                 table.reserve(oid)
                 tok = run.cache.get(key)
                 if tok is not None:
-                    table.fill(oid, take_descriptor(tok))
+                    table.fill(oid, self._descriptor(oid, tok))
                 else:
                     adopting[key] = oid
             table.lend(link.w.index, contained)
+        return True
 
     def came(self, oid, tok):
         """The value of a nested ref the dynamic table waits for came to the driver (the store hook)."""
-        self.run.rt.object_table.fill_all(((oid, take_descriptor(tok)),))
+        rt = self.run.rt
+        rt.object_table.fill_all(((oid, self._descriptor(oid, tok)),))
+        rt.bell.ring()                     # a get through the runtime may wait for it
+
+    def writer_died(self, name, payload):
+        """The worker of reactor ``name`` died: the values it had still to make for the dynamic table are its
+        death error (a callee waits for them there)."""
+        run = self.run
+        adopting = run.fast.adopting
+        lost = [key for key in adopting if run.writer_of.get(key[0]) == name]
+        if not lost:
+            return
+        desc = (serialization.INLINE, payload, [], True)
+        run.rt.object_table.fill_all([(adopting.pop(key), desc) for key in lost])
+        run.rt.bell.ring()
+
+    def _descriptor(self, oid, tok):
+        if oid in self.run.fast.cancelled:
+            # ray.cancel named the call before it finished: every get of its result raises, as the driver's does.
+            err = serialization.serialize(exceptions.TaskCancelledError(), is_error=True).pack()
+            return (serialization.INLINE, err, [], True)
+        return take_descriptor(tok)
 
     def pending(self):
         """(oid, key) of the nested refs whose values have not come yet (the hand-over fills them)."""

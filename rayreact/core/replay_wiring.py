@@ -29,7 +29,7 @@ class Wiring:
         self.run = run
         self.const_ids = {}
 
-    def start(self, trace, seeds, seed_ids, seed_descs):
+    def start(self, trace, seeds, seed_ids, seed_descs, lent_seeds=()):
         run = self.run
         run.bell = run.reactor.replay_bell()
         prefix = f"{run.rt.session_prefix}-r{run.number}"
@@ -40,7 +40,7 @@ class Wiring:
         programs = self._build_programs(prefix, readers, pair_path)
         self._build_driver_path(readers)
         self._start_workers(programs)
-        self._seed(seeds, seed_ids, seed_descs, readers)
+        self._seed(seeds, seed_ids, seed_descs, readers, lent_seeds)
         self._install_ops(trace)
 
     # ------------------------------------------------------------------ rings and programs
@@ -199,11 +199,16 @@ class Wiring:
             for name, link in run.links.items():
                 rt.send_to_worker(link.w, wire.Reactor("start", programs[name]))
 
-    def _seed(self, seeds, seed_ids, seed_descs, readers):
-        """Send the values the plan starts from to their readers; the script's refs to them are the run's."""
+    def _seed(self, seeds, seed_ids, seed_descs, readers, lent_seeds):
+        """Send the values the plan starts from to their readers; the script's refs to them are the run's
+        (also those of ``lent_seeds``, values the plan only passes on as refs: they are sent nowhere)."""
         run = self.run
         conns = run.plan.connections
         run.windows.append((run.first, []))
+        for seed, oid in lent_seeds:
+            if seed.connection not in run.const_key:
+                run.given[(seed.producer, seed.ret)] = oid
+                run.windows[-1][1].append((seed.producer, seed.ret, seed.connection))
         for seed, oid, desc in zip(seeds, seed_ids, seed_descs):
             c = conns[seed.connection]
             key = (c.id, seed.producer)

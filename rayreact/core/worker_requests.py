@@ -117,14 +117,15 @@ class WorkerRequests:
         objects = self._objects
         table = self._table
         missing = set()
+        lost = {}                 # (an entry nothing else keeps is freed as soon as it is filled)
         for oid in object_ids:
             e = objects.get(oid)
             if e is None:
-                table.lost(oid)
+                lost[oid] = table.lost(oid)
             elif e.state != READY:
                 missing.add(oid)
         if not missing:
-            self._reply(w, req_id, [table.ship(w.index, objects[oid]) for oid in object_ids])
+            self._reply(w, req_id, [table.ship(w.index, objects.get(oid) or lost[oid]) for oid in object_ids])
             return
         state = {"missing": missing, "blocked": False}
         key = (w.index, req_id)

@@ -11,12 +11,15 @@ shared-memory segment behind.
 """
 
 import asyncio
+import faulthandler
 import glob
 import importlib
 import inspect
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -40,6 +43,7 @@ def _import_backend(name):
 REPLAY = "rayreact-replay"
 REPLAY_REPETITIONS = 5      # in the last full count, no scenario replayed first at a 6th repetition
 _replayed_in_module = {}           # module name -> tests whose scenario ran (partly) replayed
+_worker_faults = []                # (xdist worker id, the tail of its fault file) for each worker that died
 _replay_summary = []               # (module, scenarios replayed, tests run, periods replayed), for the report
 
 
@@ -354,9 +358,35 @@ _SLOW_MODULES = {"test_compat", "test_compat_multinode", "test_examples", "test_
                  "test_benchmarks"}
 
 
+_FAULTS_DIR = "RAYREACT_TEST_FAULTS_DIR"
+_fault_file = None
+
+
+@pytest.hookimpl(trylast=True)        # after pytest's faulthandler plugin, which would send the dump to stderr
 def pytest_configure(config):
     config.addinivalue_line("markers", "ray: starts real Ray (the oracle); deselect with -m 'not ray'")
     config.addinivalue_line("markers", "slow: runs whole scripts end to end; deselect with -m 'not slow'")
+    # A worker of pytest-xdist that dies (a fatal signal) takes its traceback with it; each worker writes
+    # faulthandler's dump to its own file, which the controller prints when the worker goes down.
+    global _fault_file
+    if getattr(config, "workerinput", None) is None:
+        if _FAULTS_DIR not in os.environ:
+            os.environ[_FAULTS_DIR] = tempfile.mkdtemp(prefix="rayreact-test-faults-")
+    elif os.environ.get(_FAULTS_DIR):
+        name = os.path.join(os.environ[_FAULTS_DIR], config.workerinput["workerid"])
+        _fault_file = open(name, "w", buffering=1)
+        faulthandler.enable(_fault_file, all_threads=True)
+
+
+def pytest_unconfigure(config):
+    if getattr(config, "workerinput", None) is None and os.environ.get(_FAULTS_DIR, "").startswith(
+            os.path.join(tempfile.gettempdir(), "rayreact-test-faults-")):
+        shutil.rmtree(os.environ.pop(_FAULTS_DIR), ignore_errors=True)
+
+
+def pytest_runtest_logstart(nodeid, location):
+    if _fault_file is not None:
+        _fault_file.write(f"started {nodeid}\n")
 
 
 def _runs_real_ray(item):
@@ -386,9 +416,21 @@ def pytest_sessionfinish(session):
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
     _replay_summary.extend(tuple(row) for row in getattr(node, "workeroutput", {}).get("replay_summary", []))
+    if error and os.environ.get(_FAULTS_DIR):
+        name = os.path.join(os.environ[_FAULTS_DIR], node.gateway.id)
+        try:
+            with open(name) as f:
+                tail = f.read()[-20000:]
+        except OSError as e:
+            tail = f"(no fault file: {e})"
+        _worker_faults.append((node.gateway.id, tail))
 
 
 def pytest_terminal_summary(terminalreporter):
+    for worker, tail in _worker_faults:
+        terminalreporter.write_line(f"pytest-xdist worker {worker} went down; the tail of what it left:")
+        for line in tail.splitlines():
+            terminalreporter.write_line(f"  {line}")
     for module, replayed, tests, periods in _replay_summary:
         terminalreporter.write_line(f"rayreact-replay: {module}: {replayed} of {tests} scenarios ran replayed "
                                     f"({periods} periods replayed)")

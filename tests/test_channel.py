@@ -47,6 +47,39 @@ def test_a_list_of_buffers_is_written_as_one_frame(tmp_path):
     ring.close()
 
 
+def test_a_ring_closed_under_a_waiting_writer_does_not_fault(tmp_path):
+    # close() gives the shared pages back while another thread may still hold the ring (a writer waiting for
+    # room, a late reader): that thread must go on in private memory, never touch an unmapped page.
+    ring = channel.Ring(str(tmp_path / "ring"), 1 << 10, True)
+    while ring.try_write(b"a" * 100):
+        pass
+    outcome = []
+
+    def writer():
+        try:
+            outcome.append(ring.write(b"b" * 100, 30.0))
+        except channel.ChannelClosed:
+            outcome.append("closed")
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    wait_until(lambda: thread.is_alive())
+    ring.close()
+    thread.join(60)
+    assert not thread.is_alive() and outcome == ["closed"]
+    assert ring.is_closed()
+    assert ring.read() is None                 # nothing readable is left: the file's pages are gone
+    (tmp_path / "ring").unlink()
+    ring.close()                               # twice is harmless
+
+
+def test_a_closed_doorbell_does_not_fault(tmp_path):
+    bell = channel.Doorbell(str(tmp_path / "bell"), True)
+    bell.close()
+    bell.ring()                                # on the private page left behind, not a fault
+    assert bell.sequence() >= 0 and bell.asleep() in (True, False)
+
+
 def test_a_ring_between_looking_and_waiting_is_not_slept_through(tmp_path):
     # Thread A reads the bell, finds no work; thread B takes a message and rings; only then A waits.
     bell = channel.Doorbell(str(tmp_path / "bell"), True)

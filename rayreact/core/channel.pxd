@@ -2,7 +2,8 @@
 
 
 cdef class _Mapped:
-    """A shared file mapped into this process (the mapping lives until close() or deallocation)."""
+    """A shared file mapped into this process (its pages until close(), its address range until deallocation)."""
     cdef char* base
     cdef size_t length
+    cdef bint detached
     cdef readonly str path

@@ -38,7 +38,8 @@ from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from libc.errno cimport errno
 from cpython.buffer cimport Py_buffer, PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
-from posix.mman cimport mmap, munmap, PROT_READ, PROT_WRITE, MAP_SHARED, MAP_FAILED
+from posix.mman cimport (mmap, munmap, PROT_READ, PROT_WRITE, MAP_SHARED, MAP_PRIVATE, MAP_ANONYMOUS, MAP_FIXED,
+                         MAP_FAILED)
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 
 import os as _os
@@ -178,9 +179,14 @@ cdef class _Mapped:
         self.length = <size_t>size
 
     def close(self):
-        if self.base != NULL:
-            munmap(self.base, self.length)
-            self.base = NULL
+        """Give the shared pages back now.  The address range stays mapped, to private zero pages, until
+        deallocation: a thread still holding the ring or doorbell (a late reader, a writer giving up) then
+        reads zeros and writes nowhere instead of faulting on an unmapped page and killing the process."""
+        if self.base != NULL and not self.detached:
+            if mmap(self.base, self.length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+                    -1, 0) == MAP_FAILED:
+                raise OSError(errno, _os.strerror(errno), self.path)
+            self.detached = True
 
     def __dealloc__(self):
         if self.base != NULL:
@@ -442,6 +448,7 @@ cdef class Ring:
 
     def close(self):
         self.mapped.close()
+        store_u32(self.closed, 1)      # in the private page left behind: a late writer sees ChannelClosed
 
     def mark_closed(self):
         store_u32(self.closed, 1)
@@ -560,6 +567,9 @@ cdef class Ring:
             tail = load_u64(self.tail)
             start = -1.0
             while True:
+                if self.mapped.detached:      # closed in this process: its pages are gone, nothing is written
+                    closed = True
+                    break
                 head = load_u64(self.head)
                 if self.cap - (tail - head) >= need:
                     ok = True

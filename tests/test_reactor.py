@@ -1527,3 +1527,59 @@ def test_waits_in_completion_order_serve_off_the_plan_while_the_calls_replay(ray
         want.append(total)
     assert totals == pytest.approx(want)
     expect_replayed(ray, 20)
+
+
+class Applier:
+    """A parameter server that keeps which gradients it applied, in order."""
+
+    def __init__(self):
+        self.applied = []
+
+    def apply(self, gradient):
+        self.applied.append(gradient)
+        return len(self.applied)
+
+    def log(self):
+        return self.applied
+
+
+class GradientWorker:
+    def __init__(self, k):
+        self.k, self.calls = k, 0
+
+    def compute(self, version):
+        self.calls += 1
+        return self.k, self.calls, version
+
+
+def test_a_loop_in_completion_order_keeps_every_result_and_explain_names_it(ray):
+    # The asynchronous parameter server's shape: take one finished gradient, apply it, hand its worker the
+    # new version.  Which one is taken is the script's (seeded) choice, so every backend must give the same log.
+    ps = ray.remote(Applier).remote()
+    learners = [ray.remote(GradientWorker).remote(k) for k in range(3)]
+    version = ps.apply.remote(None)
+    in_flight = {learner.compute.remote(version): k for k, learner in enumerate(learners)}
+    choice = np.random.default_rng(7)
+    for _ in range(60):
+        refs = list(in_flight)
+        ray.wait(refs, num_returns=len(refs))
+        taken = refs[int(choice.integers(len(refs)))]
+        k = in_flight.pop(taken)
+        version = ps.apply.remote(taken)
+        in_flight[learners[k].compute.remote(version)] = k
+    log = ray.get(ps.log.remote())
+    # The same choices made in-process.
+    calls, order, want = [1, 1, 1], [0, 1, 2], [None]
+    choice = np.random.default_rng(7)
+    made = {k: (k, 1, 1) for k in range(3)}
+    for _ in range(60):
+        k = order.pop(int(choice.integers(len(order))))
+        want.append(made[k])
+        calls[k] += 1
+        made[k] = (k, calls[k], len(want))
+        order.append(k)
+    assert log == want
+    if ray.backend_name == "rayreact":
+        refusals = _reactor(ray).snapshot()["refusals"]
+        assert any("a loop in completion order" in r and "whichever of 3 GradientWorker actors" in r for r in refusals), \
+            refusals

@@ -76,6 +76,7 @@ from .. import exceptions
 from .refs import ObjectRef, ObjectRefGenerator
 from . import admission, channel, ids, refcount, serialization, submission
 from .infer import infer
+from .infer_pools import find_pooled
 from .record import ACTOR_METHOD, TASK, ActorInfo, Recorder
 from .replay_handover import Handover
 from .replay_nested import NestedRefs, nested_ref_ids, take_descriptor
@@ -305,17 +306,24 @@ class Reactor(RuntimeFront):
         self.next_attempt = n + max(8, n // 2)
         found_in = rec.trace
         plan = infer(found_in, repeats=self.repeats, window=WINDOW, task_slots=self._task_slots())
+        calls_repeat = False
         if plan is None and rec.reads:
             # Reads that follow no fixed pattern (a wait for whichever result is ready first, a look every
             # few iterations) hide the calls' pattern: look for it among the calls alone.
             found_in = rec.trace.without_reads()
             plan = infer(found_in, repeats=self.repeats, window=WINDOW, task_slots=self._task_slots())
+            calls_repeat = plan is not None
             if plan is not None and rec.trace.reads_repeat(plan.start, plan.period, plan.repeats):
                 plan = None                # the reads follow the calls' period: wait for a plan that has them
             if plan is not None:
                 plan = dataclasses.replace(plan, reads_excluded=True)
         if plan is None:
-            if n > MAX_TRACE:
+            # Calls with no fixed period may still repeat in completion order (whichever actor finished is
+            # called next): say so now rather than record to the limit.
+            pattern = None if calls_repeat else find_pooled(rec.trace, repeats=self.repeats, window=WINDOW)
+            if pattern is not None:
+                self._refuse(pattern.reason())
+            elif n > MAX_TRACE:
                 self._no_pattern()
             return
         if barrier_free and not any(c.uses for c in plan.connections if c.source == "period"):

@@ -1,0 +1,167 @@
+"""Completion-order loops: a period that repeats once actors are taken by class (pure, as ``infer``).
+
+A loop that waits for whichever result is ready and hands the next call to the actor that made it (an
+asynchronous parameter server, Ape-X's rollout workers, ``ActorPool.map_unordered``) has no fixed period:
+the actor called at a position, and how many periods back a ref reaches, follow the order in which calls
+finish.  Taken by class, with a ref matched by the position of the period that made it rather than by
+its distance, the same trace repeats:
+
+    wait(g_a, g_b, g_c, g_d)  ->  ps.apply(g_b)  ->  DataWorker#b.compute(w)      period 1
+    wait(g_a, g_c, g_d, g_b)  ->  ps.apply(g_d)  ->  DataWorker#d.compute(w)      period 2
+             \\ refs to position 2, a varying number of periods back \\ a member of the pool
+
+``find_pooled`` finds such a pattern and returns it as plain data.  Replay does not run one yet: the
+reactor layer calls this only when ``infer`` found no fixed period, and refuses the loop with
+``PooledPattern.reason()`` rather than recording it to its limit, so ``explain()`` says what the loop is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .record import ACTOR_METHOD, Submit, Trace, ref_slots, signature
+
+CONSTANT, RELATIVE, VARYING = "constant", "relative", "varying"
+
+
+@dataclass(frozen=True)
+class Pool:
+    position: int
+    class_name: str
+    method: str
+    members: tuple          # the actors called at this position over the region, first call first
+
+
+@dataclass(frozen=True)
+class PooledPattern:
+    length: int
+    start: int              # absolute index of the region's first event
+    end: int
+    pools: tuple            # of Pool: positions whose actor varies within one class
+    varying: tuple          # of (position, slot, producing position): refs reaching back a varying distance
+
+    @property
+    def repeats(self) -> int:
+        return (self.end - self.start) // self.length
+
+    def reason(self) -> str:
+        """The same words for every sighting of one loop (``explain()`` counts refusals by their reason)."""
+        pools = ", ".join(f"whichever of {len(p.members)} {p.class_name} actors is free gets "
+                          f"{p.class_name}.{p.method}" for p in self.pools)
+        return (f"a loop in completion order (period {self.length}; refs reach back a varying number of periods"
+                + (f"; {pools}" if pools else "") + "): such loops are not replayed yet")
+
+
+def find_pooled(trace: Trace, repeats: int = 2, window: int | None = None) -> PooledPattern | None:
+    """The shortest completion-order pattern over the end of ``trace``: its region holds at least ``repeats``
+    periods for each member of its largest pool (so that a fixed rotation, which ``infer`` replays, would
+    have shown itself), and at least one ref whose distance varies.  None if there is none."""
+    events = trace.events if window is None else trace.events[-window:]
+    base = trace.first_index + len(trace.events) - len(events)
+    n = len(events)
+    sigs = [_pooled_signature(e, trace) for e in events]
+    refs = [ref_slots(e) for e in events]
+    for length in range(1, n // (2 * repeats) + 1):
+        found = _region(sigs, refs, base, length)
+        if found is None:
+            continue
+        start, modes = found
+        period = [events[start + q] for q in range(length)]
+        if not any(type(e) is Submit for e in period):
+            continue
+        varying = tuple((q, j, (q - back) % length) for q in range(length)
+                        for j, (mode, back) in enumerate(modes[(start + q) % length]) if mode == VARYING)
+        if not varying:
+            continue
+        pools = _pools(trace, events, start, n, length)
+        widest = max((len(p.members) for p in pools), default=1)
+        if (n - start) // length < repeats * max(2, widest):
+            continue
+        return PooledPattern(length, base + start, base + n, pools, varying)
+    return None
+
+
+def _pooled_signature(event, trace):
+    sig = signature(event)
+    if type(event) is Submit and event.kind == ACTOR_METHOD:
+        info = trace.actors.get(event.actor)
+        if info is not None and not info.concurrent:
+            return sig[:2] + (("pool", info.class_key),) + sig[3:]
+    return sig
+
+
+def _region(sigs, refs, base, length):
+    """(first list index of the maximal suffix that repeats every ``length`` events, ref modes by index %
+    length), or None if it holds fewer than two periods."""
+    n = len(sigs)
+    modes = [None] * length
+    t = n - 1 - length
+    while t >= 0:
+        u = t + length
+        if sigs[t] != sigs[u]:
+            break
+        seen = _ref_modes(refs[t], refs[u], base + t, base + u, length)
+        if seen is None:
+            break
+        known = modes[t % length]
+        if known is not None:
+            seen = _merge(known, seen)
+            if seen is None:
+                break
+        modes[t % length] = seen
+        t -= 1
+    start = t + 1
+    if n - start < 2 * length:
+        return None
+    for t in range(n - length, n):           # a constant must exist before the region reads it
+        for ref, (mode, _) in zip(refs[t], modes[t % length]):
+            if mode == CONSTANT and ref.producer >= base + start:
+                start = ref.producer - base + 1
+    if n - start < 2 * length:
+        return None
+    return start, modes
+
+
+def _ref_modes(a_refs, b_refs, a_index, b_index, length):
+    """Per ref slot, (mode, the position that made the ref, counted back from the reader modulo ``length``)."""
+    modes = []
+    for a, b in zip(a_refs, b_refs):
+        if a.ret != b.ret:
+            return None
+        if a.producer == b.producer:
+            modes.append((CONSTANT, (a_index - a.producer) % length if a.producer >= 0 else None))
+        elif a.producer < 0 or b.producer < 0:
+            return None
+        elif (a_index - a.producer) % length != (b_index - b.producer) % length:
+            return None
+        else:
+            mode = RELATIVE if a_index - a.producer == b_index - b.producer else VARYING
+            modes.append((mode, (a_index - a.producer) % length))
+    return tuple(modes)
+
+
+def _merge(known, seen):
+    """One slot's modes over the region: a ref still in flight reads as a constant for a while (the same
+    result waited on again), then as varying: both are one varying ref if the same position made them."""
+    merged = []
+    for (k, k_at), (s, s_at) in zip(known, seen):
+        if k == s and k_at == s_at:
+            merged.append((k, k_at))
+        elif k_at is None or k_at != s_at:
+            return None
+        else:
+            merged.append((VARYING, k_at))
+    return tuple(merged)
+
+
+def _pools(trace, events, start, n, length):
+    pools = []
+    for q in range(length):
+        at = [events[t] for t in range(start + q, n, length)]
+        first = at[0]
+        if type(first) is not Submit or first.kind != ACTOR_METHOD:
+            continue
+        members = tuple(dict.fromkeys(e.actor for e in at))
+        if len(members) > 1:
+            pools.append(Pool(q, str(trace.actors[first.actor].class_key), str(first.target), members))
+    return tuple(pools)

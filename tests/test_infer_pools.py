@@ -79,3 +79,26 @@ def test_a_loop_of_fixed_actors_is_never_pooled(seed):
         s.get(list(refs.values()))
     assert infer(s.trace, repeats=2) is not None
     assert find_pooled(s.trace, repeats=2) is None
+
+
+def test_a_ref_that_stops_changing_is_no_completion_order():
+    # b.g(x) reads a.f's latest result for a while, then the same old one: a phase change, not a pool.
+    s = Script()
+    for a in ("a", "b"):
+        s.create(a, cls="Env")
+    for i in range(40):
+        x = s.call("a", "f") if i < 20 else s.call("a", "f") and x
+        s.get(s.call("b", "g", x))
+    assert find_pooled(s.trace, repeats=2) is None
+
+
+def test_the_search_is_bounded():
+    # A random choice among eight workers of one class, each call read at once: nothing varies, and the
+    # search covers a bounded window however long the trace.
+    s = Script()
+    for k in range(8):
+        s.create(f"w{k}", cls="Worker")
+    rng = random.Random(3)
+    for _ in range(3000):
+        s.get(s.call(f"w{rng.randrange(8)}", "f", 1))
+    assert find_pooled(s.trace, repeats=2) is None

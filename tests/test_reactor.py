@@ -1580,6 +1580,23 @@ def test_a_loop_in_completion_order_keeps_every_result_and_explain_names_it(ray)
         order.append(k)
     assert log == want
     if ray.backend_name == "rayreact":
-        refusals = _reactor(ray).snapshot()["refusals"]
-        assert any("a loop in completion order" in r and "whichever of 3 GradientWorker actors" in r for r in refusals), \
-            refusals
+        snap = _reactor(ray).snapshot()
+        said = [snap["completion_order"] or ""] + list(snap["refusals"])
+        assert any("a loop in completion order" in r and "whichever of 3 GradientWorker actors" in r for r in said), \
+            said
+        assert "a loop in completion order" in str(ray.explain(quiet=True))
+
+
+def test_an_uneven_fixed_schedule_over_actors_of_one_class_replays(ray):
+    # Looks like completion order at the class level until two of its five-call periods are seen.
+    workers = [ray.remote(GradientWorker).remote(k) for k in range(2)]
+    schedule = [0, 1, 1, 0, 1]
+    got = [ray.get(workers[k].compute.remote(i)) for i in range(80) for k in schedule]
+    calls = [0, 0]
+    want = []
+    for i in range(80):
+        for k in schedule:
+            calls[k] += 1
+            want.append((k, calls[k], i))
+    assert got == want
+    expect_replayed(ray, 20)

@@ -66,10 +66,13 @@ class Explanation:
             lines.append("fallbacks to dynamic mode:")
             lines.extend(f"  at {when:.3f} s after {periods} periods: {reason}"
                          for when, reason, periods in self.fallbacks)
-        if self.refusals:
+        seen = self.snapshot.get("completion_order")
+        if self.refusals or seen:
             lines.append("patterns not replayed:")
             lines.extend(f"  {reason} (x{n})" for reason, n in self.refusals.items())
-        if self.plan is None and not self.refusals:
+            if seen and seen not in self.refusals:
+                lines.append(f"  {seen} (seen in the recording so far)")
+        if self.plan is None and not self.refusals and not seen:
             lines.append("no repeating pattern found yet")
         return "\n".join(lines)
 

@@ -11,8 +11,10 @@ its distance, the same trace repeats:
              \\ refs to position 2, a varying number of periods back \\ a member of the pool
 
 ``find_pooled`` finds such a pattern and returns it as plain data.  Replay does not run one yet: the
-reactor layer calls this only when ``infer`` found no fixed period, and refuses the loop with
-``PooledPattern.reason()`` rather than recording it to its limit, so ``explain()`` says what the loop is.
+reactor layer calls this only when ``infer`` found no fixed period, and ``explain()`` shows
+``PooledPattern.reason()`` (and a recording that ends without a plan is refused with it).  It describes;
+it never refuses by itself, since a fixed but uneven schedule over actors of one class (a, b, b, a, b)
+looks the same until ``infer`` has seen two of its longer periods.
 """
 
 from __future__ import annotations
@@ -52,27 +54,35 @@ class PooledPattern:
                 + (f"; {pools}" if pools else "") + "): such loops are not replayed yet")
 
 
-def find_pooled(trace: Trace, repeats: int = 2, window: int | None = None) -> PooledPattern | None:
-    """The shortest completion-order pattern over the end of ``trace``: its region holds at least ``repeats``
-    periods for each member of its largest pool (so that a fixed rotation, which ``infer`` replays, would
-    have shown itself), and at least one ref whose distance varies.  None if there is none."""
-    events = trace.events if window is None else trace.events[-window:]
+MAX_LENGTH = 64           # completion-order periods are a few events (a wait, a call or two)
+MAX_WINDOW = 1024         # events searched: the work stays under MAX_LENGTH * MAX_WINDOW comparisons
+
+
+def find_pooled(trace: Trace, repeats: int = 2, window: int | None = MAX_WINDOW) -> PooledPattern | None:
+    """The shortest completion-order pattern over the end of ``trace``, or None.  Its region holds at least
+    ``repeats`` periods for each member of its largest pool, and at least one ref reached back a different
+    number of periods from one period to the next.  A fixed but uneven schedule over actors of one class
+    can look like this for a while: the caller takes the pattern as a description, not a verdict."""
+    window = MAX_WINDOW if window is None else min(window, MAX_WINDOW)
+    events = trace.events[-window:]
     base = trace.first_index + len(trace.events) - len(events)
     n = len(events)
     sigs = [_pooled_signature(e, trace) for e in events]
     refs = [ref_slots(e) for e in events]
-    for length in range(1, n // (2 * repeats) + 1):
+    for length in range(1, min(MAX_LENGTH, n // (2 * repeats)) + 1):
         found = _region(sigs, refs, base, length)
         if found is None:
             continue
-        start, modes = found
-        period = [events[start + q] for q in range(length)]
-        if not any(type(e) is Submit for e in period):
+        start, modes, varied = found
+        if not any(type(events[start + q]) is Submit for q in range(length)):
             continue
-        varying = tuple((q, j, (q - back) % length) for q in range(length)
-                        for j, (mode, back) in enumerate(modes[(start + q) % length]) if mode == VARYING)
-        if not varying:
+        if not varied:
+            if start == 0:
+                return None     # the whole window repeats every ``length`` events and nothing varies
             continue
+        varying = tuple((q, j, (q - modes[(start + q) % length][j][1]) % length)
+                        for q in range(length) for j in range(len(modes[(start + q) % length]))
+                        if ((start + q) % length, j) in varied)
         pools = _pools(trace, events, start, n, length)
         widest = max((len(p.members) for p in pools), default=1)
         if (n - start) // length < repeats * max(2, widest):
@@ -92,26 +102,11 @@ def _pooled_signature(event, trace):
 
 def _region(sigs, refs, base, length):
     """(first list index of the maximal suffix that repeats every ``length`` events, ref modes by index %
-    length), or None if it holds fewer than two periods."""
+    length, the (index % length, slot) pairs whose distance changed between two periods), or None if the
+    suffix holds fewer than two periods."""
     n = len(sigs)
-    modes = [None] * length
-    t = n - 1 - length
-    while t >= 0:
-        u = t + length
-        if sigs[t] != sigs[u]:
-            break
-        seen = _ref_modes(refs[t], refs[u], base + t, base + u, length)
-        if seen is None:
-            break
-        known = modes[t % length]
-        if known is not None:
-            seen = _merge(known, seen)
-            if seen is None:
-                break
-        modes[t % length] = seen
-        t -= 1
-    start = t + 1
-    if n - start < 2 * length:
+    start, modes, varied = _walk(sigs, refs, base, length, 0)
+    if start is None:
         return None
     for t in range(n - length, n):           # a constant must exist before the region reads it
         for ref, (mode, _) in zip(refs[t], modes[t % length]):
@@ -119,7 +114,33 @@ def _region(sigs, refs, base, length):
                 start = ref.producer - base + 1
     if n - start < 2 * length:
         return None
-    return start, modes
+    start, modes, varied = _walk(sigs, refs, base, length, start)    # the modes of the region kept
+    return None if start is None else (start, modes, varied)
+
+
+def _walk(sigs, refs, base, length, floor):
+    n = len(sigs)
+    modes = [None] * length
+    varied = set()
+    t = n - 1 - length
+    while t >= floor:
+        u = t + length
+        if sigs[t] != sigs[u]:
+            break
+        seen = _ref_modes(refs[t], refs[u], base + t, base + u, length)
+        if seen is None:
+            break
+        known = modes[t % length]
+        merged = seen if known is None else _merge(known, seen)
+        if merged is None:
+            break
+        modes[t % length] = merged
+        varied.update((t % length, j) for j, (mode, _) in enumerate(seen) if mode == VARYING)
+        t -= 1
+    start = t + 1
+    if n - start < 2 * length:
+        return None, None, None
+    return start, modes, varied
 
 
 def _ref_modes(a_refs, b_refs, a_index, b_index, length):

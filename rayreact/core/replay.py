@@ -123,6 +123,7 @@ class Reactor(RuntimeFront):
         self.draining = []               # runs whose handover thread has not finished
         self.fallbacks = []              # (when, reason, periods replayed)
         self.refusals = collections.OrderedDict()   # reason -> count
+        self.completion_order = None     # set per recording (_start_recording)
         self.cooldown = 0
         self.backoff = COOLDOWN_FIRST
         self.repeats = REPEATS           # full periods a plan needs before replay; grows while runs end early
@@ -155,6 +156,7 @@ class Reactor(RuntimeFront):
         self.pending = None
         self.next_attempt = 8
         self.last_barrier = self.index
+        self.completion_order = None     # what infer_pools saw in this recording, if its calls follow no period
         self.state = RECORDING
 
     def _go_dynamic(self, cooldown):
@@ -172,7 +174,7 @@ class Reactor(RuntimeFront):
         """A long recording found nothing: record again only after at least as long a dynamic stretch,
         so a script without a fixed pattern spends most of its calls unrecorded."""
         self.backoff = max(self.backoff, MAX_TRACE)
-        self._refuse(f"no repeating pattern in {MAX_TRACE} calls")
+        self._refuse(self.completion_order or f"no repeating pattern in {MAX_TRACE} calls")
 
     def _enter(self):
         """Called under ``self.lock`` at the start of every API event: True if this event replays."""
@@ -319,11 +321,12 @@ class Reactor(RuntimeFront):
                 plan = dataclasses.replace(plan, reads_excluded=True)
         if plan is None:
             # Calls with no fixed period may still repeat in completion order (whichever actor finished is
-            # called next): say so now rather than record to the limit.
-            pattern = None if calls_repeat else find_pooled(rec.trace, repeats=self.repeats, window=WINDOW)
-            if pattern is not None:
-                self._refuse(pattern.reason())
-            elif n > MAX_TRACE:
+            # called next).  Only a description: an uneven fixed schedule looks the same for a while, and
+            # infer may still find its period, so recording goes on.
+            if not calls_repeat:
+                pattern = find_pooled(rec.trace, repeats=self.repeats)
+                self.completion_order = None if pattern is None else pattern.reason()
+            if n > MAX_TRACE:
                 self._no_pattern()
             return
         if barrier_free and not any(c.uses for c in plan.connections if c.source == "period"):
@@ -557,6 +560,7 @@ class Reactor(RuntimeFront):
             "runs": runs,
             "fallbacks": list(self.fallbacks),
             "refusals": dict(self.refusals),
+            "completion_order": self.completion_order if self.state is RECORDING else None,
             "plans_found": self.plans_found,
             "events": self.api_events,
             "pending": self.pending,

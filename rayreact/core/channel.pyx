@@ -44,6 +44,9 @@ from cpython.mem cimport PyMem_Malloc, PyMem_Free
 
 import os as _os
 
+cdef extern from "sys/mman.h" nogil:
+    int MAP_NORESERVE
+
 cdef extern from "channel_sync.h" nogil:
     uint64_t load_u64(uint64_t* p)
     void store_u64(uint64_t* p, uint64_t v)
@@ -183,9 +186,11 @@ cdef class _Mapped:
         deallocation: a thread still holding the ring or doorbell (a late reader, a writer giving up) then
         reads zeros and writes nowhere instead of faulting on an unmapped page and killing the process."""
         if self.base != NULL and not self.detached:
-            if mmap(self.base, self.length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
-                    -1, 0) == MAP_FAILED:
-                raise OSError(errno, _os.strerror(errno), self.path)
+            # MAP_NORESERVE: the zero pages are touched at most once or twice; they cost no commit charge.
+            if mmap(self.base, self.length, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED:
+                munmap(self.base, self.length)       # the range may be half gone: give it all back, as before
+                self.base = NULL
             self.detached = True
 
     def __dealloc__(self):

@@ -703,3 +703,16 @@ def test_reads_that_repeat_with_the_calls_are_kept_in_the_plan():
     plan = infer(s.trace.without_reads())
     assert plan.period == 1
     assert s.trace.reads_repeat(plan.start, plan.period, plan.repeats)
+
+
+def test_a_burst_of_identical_calls_is_no_loop_around_the_reads():
+    # put, eight identical calls over it, a get of them all, round after round.
+    s = Script()
+    for i in range(3):
+        w = s.put(i)
+        s.get([s.task("score", w, k) for k in range(8)])
+    calls = s.trace.without_reads()
+    burst = infer(calls, repeats=2)
+    assert burst.period == 1 and not s.trace.reads_among_calls(burst.start)    # the last round's calls alone
+    loop = infer(calls, repeats=2, min_period=burst.end - burst.start + 1)     # as the reactor looks again
+    assert loop.period == 9 and s.trace.reads_among_calls(loop.start)        # put and eight calls, round by round

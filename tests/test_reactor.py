@@ -1026,6 +1026,22 @@ def test_task_fan_out_over_a_put_each_round(ray):
     expect_replayed(ray, 100)
 
 
+def test_a_round_of_identical_calls_over_a_put_replays_as_a_whole(ray):
+    # Within a round the calls alone repeat every call (same function, same put): a plan of that would end
+    # at the round's end.  The loop is the round, put to get.
+    score = _remote_fn(ray, _score)
+    seen, expected = [], []
+    for i in range(60):
+        w_ref = ray.put(np.full(4, i * 0.5))
+        seen.append(ray.get([score.remote(w_ref, s, bias=i) for s in range(8)]))
+        expected.append([_score(np.full(4, i * 0.5), s, i) for s in range(8)])
+    assert seen == expected
+    expect_replayed(ray, 30)
+    if ray.backend_name == "rayreact":
+        assert not any("expected score" in r or "got a put" in r for r in fallback_reasons(ray)), \
+            fallback_reasons(ray)
+
+
 def test_tasks_and_actor_calls_in_one_round(ray):
     env = remote(ray, Env, 3)
     score = _remote_fn(ray, _score)

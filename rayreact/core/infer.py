@@ -104,13 +104,13 @@ class Period:
 
 
 def infer(trace: Trace, repeats: int = DEFAULT_REPEATS, task_slots: int = 1,
-          max_period: int | None = None, window: int | None = None, max_lag: int = DEFAULT_MAX_LAG) -> Plan | None:
-    """The plan of the shortest period repeated ``repeats`` times at the end of
-    ``trace``, or None if there is none.  ``window`` bounds the work to the
-    last events of a long trace (the region found then starts within it).  A
-    value read more than ``max_lag`` periods after it is made blocks the plan
-    (its buffers would hold that many tokens)."""
-    period = find_period(trace, repeats, max_period, window)
+          max_period: int | None = None, window: int | None = None, max_lag: int = DEFAULT_MAX_LAG,
+          min_period: int = 1) -> Plan | None:
+    """The plan of the shortest period (of at least ``min_period`` events) repeated ``repeats`` times at
+    the end of ``trace``, or None if there is none.  ``window`` bounds the work to the last events of a
+    long trace (the region found then starts within it).  A value read more than ``max_lag`` periods after
+    it is made blocks the plan (its buffers would hold that many tokens)."""
+    period = find_period(trace, repeats, max_period, window, min_period)
     if period is None:
         return None
     plan = build_plan(trace, period, task_slots)
@@ -118,7 +118,7 @@ def infer(trace: Trace, repeats: int = DEFAULT_REPEATS, task_slots: int = 1,
 
 
 def find_period(trace: Trace, repeats: int = DEFAULT_REPEATS, max_period: int | None = None,
-                window: int | None = None) -> Period | None:
+                window: int | None = None, min_period: int = 1) -> Period | None:
     if repeats < 2:
         raise ValueError("repeats must be at least 2")
     events = trace.events if window is None else trace.events[-window:]
@@ -131,7 +131,7 @@ def find_period(trace: Trace, repeats: int = DEFAULT_REPEATS, max_period: int | 
     # hold no call are skipped before the O(n) region walk (a long run of puts or gets would make every
     # length match the whole window, and the search quadratic).
     last_submit = max((t for t in range(n) if type(events[t]) is Submit), default=-1)
-    for length in range(max(1, n - last_submit), longest + 1):
+    for length in range(max(1, min_period, n - last_submit), longest + 1):
         found = _region(sigs, refs, base, length)
         if found is None:
             continue

@@ -264,6 +264,15 @@ class Trace:
         return Trace(events, dict(self.actors), list(self.externals), self.first_index, dict(self.task_options),
                      times)
 
+    def reads_among_calls(self, start: int) -> bool:
+        """Whether a get or wait lies between the call numbered ``start`` ``without_reads`` and the last
+        call: a pattern of the calls alone that has none is one burst of calls, not a loop around reads."""
+        calls = [k for k, e in enumerate(self.events) if type(e) not in (Get, Wait)]
+        if start - self.first_index >= len(calls):
+            return False
+        first = calls[start - self.first_index]
+        return any(type(e) in (Get, Wait) for e in self.events[first:calls[-1]])
+
     def reads_repeat(self, start: int, period: int, repeats: int) -> bool:
         """Whether the gets and waits repeat with a period found ``without_reads`` (``start``, ``period``
         in that numbering) over its last ``repeats`` full periods: then a plan that has them is near, and

@@ -313,7 +313,16 @@ class Reactor(RuntimeFront):
             # Reads that follow no fixed pattern (a wait for whichever result is ready first, a look every
             # few iterations) hide the calls' pattern: look for it among the calls alone.
             found_in = rec.trace.without_reads()
-            plan = infer(found_in, repeats=self.repeats, window=WINDOW, task_slots=self._task_slots())
+            shortest = 1
+            for _ in range(4):
+                plan = infer(found_in, repeats=self.repeats, window=WINDOW, task_slots=self._task_slots(),
+                             min_period=shortest)
+                if plan is None or rec.trace.reads_among_calls(plan.start):
+                    break
+                # Calls repeating only within one stretch between two reads (a fan-out of identical calls)
+                # end with the stretch: a plan of them would deviate at once.  The loop's period holds that
+                # stretch and more: look past it.
+                shortest, plan = max(plan.period + 1, plan.end - plan.start + 1), None
             calls_repeat = plan is not None
             if plan is not None and rec.trace.reads_repeat(plan.start, plan.period, plan.repeats):
                 plan = None                # the reads follow the calls' period: wait for a plan that has them

@@ -714,5 +714,5 @@ def test_a_burst_of_identical_calls_is_no_loop_around_the_reads():
     calls = s.trace.without_reads()
     burst = infer(calls, repeats=2)
     assert burst.period == 1 and not s.trace.reads_among_calls(burst.start)    # the last round's calls alone
-    loop = infer(calls, repeats=2, min_period=burst.end - burst.start + 1)     # as the reactor looks again
+    loop = infer(calls, repeats=2, min_period=burst.end - burst.start)     # as the reactor looks again
     assert loop.period == 9 and s.trace.reads_among_calls(loop.start)        # put and eight calls, round by round

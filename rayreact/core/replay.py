@@ -317,12 +317,13 @@ class Reactor(RuntimeFront):
             for _ in range(4):
                 plan = infer(found_in, repeats=self.repeats, window=WINDOW, task_slots=self._task_slots(),
                              min_period=shortest)
-                if plan is None or rec.trace.reads_among_calls(plan.start):
+                if (plan is None or any(c.uses for c in plan.connections if c.source == "period")
+                        or rec.trace.reads_among_calls(max(found_in.first_index, plan.start - plan.period))):
                     break
-                # Calls repeating only within one stretch between two reads (a fan-out of identical calls)
-                # end with the stretch: a plan of them would deviate at once.  The loop's period holds that
-                # stretch and more: look past it.
-                shortest, plan = max(plan.period + 1, plan.end - plan.start + 1), None
+                # A fan-out of calls that read nothing from one another, found within one stretch between two
+                # reads (identical calls over one put), ends with the stretch: a plan of it would deviate at
+                # once.  The loop's period holds the stretch: look for one at least that long.
+                shortest, plan = max(plan.period + 1, plan.end - plan.start), None
             calls_repeat = plan is not None
             if plan is not None and rec.trace.reads_repeat(plan.start, plan.period, plan.repeats):
                 plan = None                # the reads follow the calls' period: wait for a plan that has them

@@ -19,7 +19,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUMMARY = re.compile(r"rayreact reactor: .*?(\d+) driver API events so far, (\d+) of them replayed")
-REFUSAL = re.compile(r"^  (.*) \(x(\d+)\)$")
+REFUSAL = re.compile(r"^  (.*) \((x\d+|seen in the recording so far)\)$")
 
 
 def scripts(only):
@@ -74,7 +74,7 @@ def main():
             print(f"{name:<36} {got['error']}")
             continue
         share = 100.0 * got["replayed"] / got["events"] if got["events"] else 0.0
-        declined = "; ".join(f"{reason} (x{n})" for reason, n in got["refusals"]) or "-"
+        declined = "; ".join(f"{reason} ({n})" for reason, n in got["refusals"]) or "-"
         print(f"{name:<36} {got['events']:>8} {share:>8.0f}% {got['fallbacks']:>9} {got['seconds']:>8.1f}  "
               f"{declined}", flush=True)
 

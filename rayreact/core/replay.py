@@ -570,7 +570,7 @@ class Reactor(RuntimeFront):
             "runs": runs,
             "fallbacks": list(self.fallbacks),
             "refusals": dict(self.refusals),
-            "completion_order": self.completion_order if self.state is RECORDING else None,
+            "completion_order": self.completion_order,      # (of the last recording)
             "plans_found": self.plans_found,
             "events": self.api_events,
             "pending": self.pending,

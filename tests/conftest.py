@@ -379,6 +379,11 @@ def pytest_configure(config):
 
 
 def pytest_unconfigure(config):
+    global _fault_file
+    if _fault_file is not None:
+        faulthandler.disable()
+        _fault_file.close()
+        _fault_file = None
     if getattr(config, "workerinput", None) is None and os.environ.get(_FAULTS_DIR, "").startswith(
             os.path.join(tempfile.gettempdir(), "rayreact-test-faults-")):
         shutil.rmtree(os.environ.pop(_FAULTS_DIR), ignore_errors=True)

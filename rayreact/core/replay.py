@@ -103,6 +103,12 @@ BARRIER_FREE = 32
 
 
 
+def _pure_fan_out(plan):
+    """Whether no call of the plan's period reads a value the period makes (dynamic mode pipelines such
+    calls as well as replay would, and a stretch of them says nothing about the loop around it)."""
+    return not any(c.uses for c in plan.connections if c.source == "period")
+
+
 class Reactor(RuntimeFront):
     """The reactor layer in front of one driver runtime (``rt``, which it holds): with replay on, what
     ``context.current`` is.  Its state machine and everything explain() reports."""
@@ -317,7 +323,7 @@ class Reactor(RuntimeFront):
             for _ in range(4):
                 plan = infer(found_in, repeats=self.repeats, window=WINDOW, task_slots=self._task_slots(),
                              min_period=shortest)
-                if (plan is None or any(c.uses for c in plan.connections if c.source == "period")
+                if (plan is None or not _pure_fan_out(plan)
                         or rec.trace.reads_among_calls(max(found_in.first_index, plan.start - plan.period))):
                     break
                 # A fan-out of calls that read nothing from one another, found within one stretch between two
@@ -339,7 +345,7 @@ class Reactor(RuntimeFront):
             if n > MAX_TRACE:
                 self._no_pattern()
             return
-        if barrier_free and not any(c.uses for c in plan.connections if c.source == "period"):
+        if barrier_free and _pure_fan_out(plan):
             return          # a pure fan-out: nothing flows between its calls, and dynamic mode pipelines it
         if admission.cost_unclear(plan, found_in):
             return          # judged by its first period alone, which was slow: wait for another

@@ -50,7 +50,7 @@ def test_an_asynchronous_parameter_server_is_a_completion_order_loop():
     assert {made for _, _, made in pattern.varying} == {pool.position}
     reason = pattern.reason()
     assert "completion order" in reason and "whichever of 4 DataWorker actors" in reason
-    assert "not replayed yet" in reason and reason == find_pooled(async_parameter_server(90, seed=1)).reason()
+    assert "not replayed" in reason and reason == find_pooled(async_parameter_server(90, seed=1)).reason()
 
 
 def test_a_fixed_rotation_is_no_completion_order_loop():
@@ -102,3 +102,75 @@ def test_the_search_is_bounded():
     for _ in range(3000):
         s.get(s.call(f"w{rng.randrange(8)}", "f", 1))
     assert find_pooled(s.trace, repeats=2) is None
+
+
+# ---------------------------------------------------------------------- the plan of such a loop
+from rayreact.core import admission                      # noqa: E402
+from rayreact.core.infer import infer_pooled             # noqa: E402
+from rayreact.core.plan import Plan                      # noqa: E402
+
+
+def test_the_plan_of_a_completion_order_loop_pools_the_workers_and_relays_the_varying_ref():
+    trace = async_parameter_server(60).without_reads()
+    plan = infer_pooled(trace, find_pooled(trace, repeats=2))
+    assert plan.replayable and admission.refusals(plan, trace) == ()
+    (pool,) = plan.pools
+    assert set(pool.members) == {f"actor:{w}" for w in WORKERS}
+    for name in pool.members:                    # each member runs the pooled position, and nothing else
+        assert plan.reactor(name).schedule == (pool.position,)
+    assert plan.reactions[pool.position].reactor == pool.name
+    (relay,) = [c for c in plan.connections if c.source == "relay"]
+    assert relay.producer == pool.position and relay.reactor == "driver"
+    (use,) = relay.uses
+    assert use.reactor == "actor:ps" and use.lag == 0
+    # The pool's results have no fixed reader (they go to the driver, which relays them).
+    assert not plan.connections[plan.reactions[pool.position].outputs[0]].uses
+    assert plan.seeds(plan.end) == [] or all(plan.connections[s.connection].source != "relay"
+                                             for s in plan.seeds(plan.end))
+    assert Plan.from_json(plan.to_json()) == plan
+    # The guard takes every later period, whichever worker is called and however far back the ref reaches.
+    longer = async_parameter_server(90).without_reads()
+    checked = [plan.guard.check(e) for e in longer.events[plan.end - longer.first_index:]]
+    assert checked and all(checked)
+
+
+def test_the_guard_of_a_pool_refuses_another_class_and_a_ref_of_another_position():
+    trace = async_parameter_server(60).without_reads()
+    plan = infer_pooled(trace, find_pooled(trace, repeats=2))
+    (pool,) = plan.pools
+    s = Script()
+    s.create("ps", cls="ParameterServer")
+    s.create("stranger", cls="DataWorker")
+    ev = trace.events[-1]
+    pooled = ev if plan.position(ev.index) == pool.position else trace.events[-2]
+    assert plan.guard.check(pooled)
+    import dataclasses
+    assert not plan.guard.check(dataclasses.replace(pooled, actor="stranger"))
+    relayed_at = next(c.uses[0].position for c in plan.connections if c.source == "relay")
+    reader = next(e for e in reversed(trace.events) if plan.position(e.index) == relayed_at)
+    arg = reader.args[0]
+    wrong = dataclasses.replace(arg, producer=arg.producer - 1)        # made by the other position
+    assert not plan.guard.check(dataclasses.replace(reader, args=(wrong,)))
+
+
+def test_a_pool_of_threaded_actors_is_described_not_replayed():
+    s = Script()
+    s.create("ps", cls="ParameterServer")
+    for w in WORKERS:
+        s.create(w, cls="DataWorker", max_task_retries=2)
+    weights = s.call("ps", "get_weights")
+    in_flight = {s.call(w, "compute_gradients", weights): w for w in WORKERS}
+    rng = random.Random(0)
+    for _ in range(60):
+        refs = list(in_flight)
+        s.wait(refs)
+        ready = refs[rng.randrange(len(refs))]
+        worker = in_flight.pop(ready)
+        weights = s.call("ps", "apply_gradients", ready)
+        in_flight[s.call(worker, "compute_gradients", weights)] = worker
+    trace = s.trace.without_reads()
+    pattern = find_pooled(trace, repeats=2)
+    plan = infer_pooled(trace, pattern)
+    refused = admission.refusals(plan, trace)
+    assert any("retried" in r for r in refused), refused
+    assert "not replayed (" in pattern.reason(refused)

@@ -1568,7 +1568,7 @@ class GradientWorker:
         return self.k, self.calls, version
 
 
-def test_a_loop_in_completion_order_keeps_every_result_and_explain_names_it(ray):
+def test_a_loop_in_completion_order_replays_keeps_every_result_and_explain_names_it(ray):
     # The asynchronous parameter server's shape: take one finished gradient, apply it, hand its worker the
     # new version.  Which one is taken is the script's (seeded) choice, so every backend must give the same log.
     ps = ray.remote(Applier).remote()
@@ -1595,12 +1595,78 @@ def test_a_loop_in_completion_order_keeps_every_result_and_explain_names_it(ray)
         made[k] = (k, calls[k], len(want))
         order.append(k)
     assert log == want
+    expect_replayed(ray, 20)
     if ray.backend_name == "rayreact":
-        snap = _reactor(ray).snapshot()
-        said = [snap["completion_order"] or ""] + list(snap["refusals"])
-        assert any("a loop in completion order" in r and "whichever of 3 GradientWorker actors" in r for r in said), \
-            said
-        assert "a loop in completion order" in str(ray.explain(quiet=True))
+        said = str(ray.explain(quiet=True))
+        assert "a loop in completion order, position" in said and "pool:" in said, said
+
+
+class BigGradientWorker(GradientWorker):
+    def compute(self, version):
+        k, calls, version = super().compute(version)
+        return np.full(300_000, float(k)), calls, version      # a segment, not an inline value
+
+
+def _async_ps_loop(ray, ps, learners, in_flight, iterations, seed):
+    choice = np.random.default_rng(seed)
+    for _ in range(iterations):
+        refs = list(in_flight)
+        ready, _ = ray.wait(refs, num_returns=1 + int(choice.integers(len(refs))))
+        taken = ready[int(choice.integers(len(ready)))]
+        k = in_flight.pop(taken)
+        in_flight[learners[k].compute.remote(ps.apply.remote(taken))] = k
+    return ray.get(ps.log.remote())
+
+
+def test_a_loop_in_completion_order_over_big_results_hands_them_over_when_it_ends(ray):
+    # Which gradient comes first follows timing here: check what must hold whatever the order.
+    ps = ray.remote(Applier).remote()
+    learners = [ray.remote(BigGradientWorker).remote(k) for k in range(3)]
+    in_flight = {learner.compute.remote(ps.apply.remote(None)): k for k, learner in enumerate(learners)}
+    log = _async_ps_loop(ray, ps, learners, in_flight, 80, seed=3)
+    assert len(log) == 83 and log[:3] == [None, None, None]
+    counts = [0, 0, 0]
+    for grad, calls, version in log[3:]:
+        k = int(grad[0])
+        counts[k] += 1
+        assert grad.shape == (300_000,) and (grad == k).all() and calls == counts[k]
+        assert 1 <= version <= 82
+    # The gradients still in flight when the loop ended are the dynamic runtime's now, every one intact.
+    for ref, k in in_flight.items():
+        grad, calls, _ = ray.get(ref)
+        assert (grad == k).all() and calls == counts[k] + 1
+    expect_replayed(ray, 20)
+
+
+def test_a_worker_of_a_loop_in_completion_order_killed_mid_loop_fails_only_its_own_results(ray):
+    ps = ray.remote(Applier).remote()
+    learners = [ray.remote(GradientWorker).remote(k) for k in range(3)]
+    in_flight = {learner.compute.remote(ps.apply.remote(None)): k for k, learner in enumerate(learners)}
+    _async_ps_loop(ray, ps, learners, in_flight, 60, seed=5)
+    ray.kill(learners[1])
+    choice = np.random.default_rng(11)
+    outcomes = []
+    for _ in range(40):                      # the loop goes on with the two others
+        ready, _ = ray.wait(list(in_flight), num_returns=1)
+        taken = ready[0]
+        k = in_flight.pop(taken)
+        if k == 1:
+            try:
+                outcomes.append(ray.get(taken)[0])       # (it may have finished before the kill)
+            except ray.exceptions.RayActorError:
+                outcomes.append("died")
+            continue
+        in_flight[learners[k].compute.remote(ps.apply.remote(taken))] = k
+        choice.random()
+    assert outcomes in ([1], ["died"])
+    log = ray.get(ps.log.remote())
+    assert len(log) == 3 + 60 + 39
+    calls = {0: 0, 2: 0}
+    for k, n, _ in log[3 + 60:]:
+        assert k in calls and n > calls[k]
+        calls[k] = n
+    for ref, k in in_flight.items():
+        assert ray.get(ref)[0] == k
 
 
 def test_an_uneven_fixed_schedule_over_actors_of_one_class_replays(ray):

@@ -47,7 +47,7 @@ def blockers(plan, trace, max_lag: int) -> tuple[str, ...]:
 def engine_limits(plan, trace) -> tuple[str, ...]:
     """Why this replay engine does not run a fixed reactor graph (yet)."""
     return tuple(_tasks(plan, trace) + _nested_refs(plan) + _retried_actors_reading_themselves(plan, trace)
-                 + _retried_concurrent_actors(plan, trace))
+                 + _retried_concurrent_actors(plan, trace) + _pools(plan, trace))
 
 
 def cannot_pay(plan, trace) -> tuple[str, ...]:
@@ -110,6 +110,36 @@ def _retried_actors_reading_themselves(plan, trace):
             if c.source == "period" and c.reactor in retried and any(u.reactor == c.reactor for u in c.uses)][:1]
 
 
+def _pools(plan, trace):
+    """A loop in completion order replays when each pool's members serve that one position and are plain
+    actors (calls in order, not retried), and each ref reaching back a varying distance is an argument whose
+    value the driver relays: a result that only the driver reads (the script waits on it)."""
+    if not plan.pools and not any(c.source == "relay" for c in plan.connections):
+        return []
+    infos = dict((r.name, info) for r, info in _actor_infos(plan, trace))
+    for pool in plan.pools:
+        for name in pool.members:
+            info = infos.get(name)
+            if info is not None and (info.concurrent or info.max_task_retries):
+                return [f"{pool.name}: a pool of threaded, async or retried actors (its loop runs in "
+                        "completion order)"]
+            if plan.reactor(name).schedule != (pool.position,):
+                return [f"{pool.name}: a member is also called at another position of the period"]
+    relayed = {(c.producer, c.ret) for c in plan.connections if c.source == "relay"}
+    retried = {r.name for r, info in _actor_infos(plan, trace) if info is not None and info.max_task_retries}
+    for c in plan.connections:
+        if c.source == "relay" and any(u.passing != "value" for u in c.uses):
+            return [f"c{c.id}: a ref reaching back a varying number of periods passed nested or read"]
+        if c.source == "relay" and any(u.reactor.startswith("task:") or u.reactor in retried for u in c.uses):
+            # (a rerun after a death sends the invocation again, not the value relayed before it)
+            return [f"c{c.id}: a ref reaching back a varying number of periods passed to a call that may be "
+                    "run again"]
+        if c.source == "period" and c.uses and ((c.producer, c.ret) in relayed
+                                                or plan.reactions[c.producer].reactor.startswith("pool:")):
+            return [f"c{c.id}: a result of a loop in completion order also read at a fixed distance"]
+    return []
+
+
 def _key(value) -> str:
     return value.hex() if isinstance(value, (bytes, bytearray)) else str(value)
 
@@ -118,8 +148,9 @@ def _returns(plan):
     reasons = []
     for q, expect in enumerate(plan.guard.expects):
         sig = expect.signature
-        if sig[0] == "Submit" and (not isinstance(sig[4], int) or sig[4] < 0):
-            reasons.append(f"position {q}: num_returns={sig[4]!r} is not a fixed count")
+        nret = sig[3] if expect.members else sig[4] if len(sig) > 4 else None   # (a pool's leaves the actor out)
+        if sig[0] == "Submit" and (not isinstance(nret, int) or nret < 0):
+            reasons.append(f"position {q}: num_returns={nret!r} is not a fixed count")
     return reasons
 
 

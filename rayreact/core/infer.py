@@ -83,7 +83,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from . import admission
-from .plan import (DRIVER, ArgSpec, Connection, Expect, Guard, Input, Plan, Reaction, Reactor, RefCheck,
+from .plan import (DRIVER, ArgSpec, Connection, Expect, Guard, Input, Plan, Pool, Reaction, Reactor, RefCheck,
                    Use)
 from .record import ACTOR_METHOD, Literal, RefArg, Submit, Trace, produces, ref_slots, signature
 
@@ -220,6 +220,40 @@ def build_plan(trace: Trace, period: Period, task_slots: int = 1) -> Plan:
     return dataclasses.replace(plan, switch=switch)
 
 
+def infer_pooled(trace: Trace, pattern, task_slots: int = 1, max_lag: int = DEFAULT_MAX_LAG) -> Plan:
+    """The plan of a loop in completion order (``infer_pools.PooledPattern``): a pooled position runs on
+    whichever member the script calls, and a ref that reaches back a varying number of periods is relayed
+    by the driver, which holds every such result (the script waits on them).  Blockers say what of it this
+    replay does not run."""
+    from .infer_pools import VARYING
+    length = pattern.length
+    last = pattern.start + (pattern.repeats - 1) * length       # a period whose refs all lie in the region
+    relative, varying = [], {}
+    for q in range(length):
+        ev = trace.event(last + q)
+        slots = []
+        for j, (ref, mode) in enumerate(zip(ref_slots(ev), pattern.modes[q])):
+            if mode == VARYING:
+                varying[(q, j)] = (q - (last + q - ref.producer)) % length
+            slots.append(ref.producer != _constant_producer(trace, pattern, q, j))
+        relative.append(tuple(slots))
+    pools = {p.position: (f"pool:{p.class_name}:{p.position}", p.members) for p in pattern.pools}
+    plan = _assemble(trace, Period(length, pattern.start, pattern.end, tuple(relative)), task_slots,
+                     pools, varying)
+    crossing = in_flight(plan)
+    switch = min(range(plan.period), key=lambda q: (crossing[q], (q - plan.phase) % plan.period))
+    plan = dataclasses.replace(plan, switch=switch)
+    return dataclasses.replace(plan, blockers=admission.blockers(plan, trace, max_lag))
+
+
+def _constant_producer(trace, pattern, q, j):
+    """The producer a constant slot names in every period (None if the slot is not constant)."""
+    from .infer_pools import CONSTANT
+    if pattern.modes[q][j] != CONSTANT:
+        return None
+    return ref_slots(trace.event(pattern.start + q))[j].producer
+
+
 def in_flight(plan: Plan) -> list[int]:
     """For each position q: how many values made in the period are written
     before a cut just before q and read after it (what replay starting at q
@@ -244,17 +278,26 @@ def in_flight(plan: Plan) -> list[int]:
     return out
 
 
-def _assemble(trace: Trace, period: Period, task_slots: int) -> Plan:
+def _assemble(trace: Trace, period: Period, task_slots: int, pools=None, varying=None) -> Plan:
+    """``pools``: position -> (pool name, the actor ids of its members); ``varying``: (position, ref slot) -> the
+    position whose output it reads, any number of periods back (a relay connection each)."""
     length, start = period.length, period.start
     template = [trace.event(start + q) for q in range(length)]
     placed = _place(template, task_slots)
+    pools, varying = pools or {}, varying or {}
+    for q, (name, _) in pools.items():
+        placed[q] = name
     conns: dict = {}                                  # key -> [id, source, producer, ret, reactor, uses]
     for q, ev in enumerate(template):
         for ret in range(produces(ev)):
             conns[("period", q, ret)] = [len(conns), "period", q, ret, placed[q], []]
 
     def read(q, j, ref, passing):
-        if period.relative[q][j]:
+        if (q, j) in varying:
+            key = ("relay", q, j)
+            conns[key] = [len(conns), "relay", varying[(q, j)], ref.ret, DRIVER, []]
+            lag = 0
+        elif period.relative[q][j]:
             distance = start + q - ref.producer
             p = (q - distance) % length
             lag = (distance - (q - p)) // length
@@ -282,9 +325,12 @@ def _assemble(trace: Trace, period: Period, task_slots: int) -> Plan:
             reactions.append(Reaction(q, DRIVER, op, "", ev.call_site, (), reads, outputs))
 
     connections = tuple(_connection(*c) for c in sorted(conns.values()))
-    reactors = _reactors(trace, template, placed)
-    guard = Guard(length, start, tuple(_expect(ev, start + q, period.relative[q]) for q, ev in enumerate(template)))
-    return Plan(length, start, period.end, period.repeats, 0, reactors, tuple(reactions), connections, guard)
+    reactors = _reactors(trace, template, placed, pools)
+    guard = Guard(length, start, tuple(_expect(ev, start + q, period.relative[q], pools.get(q), varying, q)
+                                       for q, ev in enumerate(template)))
+    return Plan(length, start, period.end, period.repeats, 0, reactors, tuple(reactions), connections, guard,
+                pools=tuple(Pool(q, name, tuple(f"actor:{_key(a)}" for a in members))
+                            for q, (name, members) in sorted(pools.items())))
 
 
 def _place(template, task_slots):
@@ -333,29 +379,44 @@ def _connection(cid, source, producer, ret, reactor, uses):
     return Connection(cid, source, producer, ret, reactor, tuple(uses), max(1, capacity), to_driver, actor_only)
 
 
-def _reactors(trace, template, placed):
+def _reactors(trace, template, placed, pools):
     order = [DRIVER] + list(dict.fromkeys(p for p in placed if p.startswith("actor:")))
-    order += sorted(set(p for p in placed if p.startswith("task:")), key=lambda name: int(name[5:]))
     actor_of = {placed[q]: ev.actor for q, ev in enumerate(template) if placed[q].startswith("actor:")}
+    pooled_at = {}                  # a pool member's reactor name -> the pooled positions it serves
+    for q, (_, members) in pools.items():
+        for a in members:
+            name = f"actor:{_key(a)}"
+            actor_of.setdefault(name, a)
+            pooled_at.setdefault(name, set()).add(q)
+            if name not in order:
+                order.append(name)
+    order += sorted(set(p for p in placed if p.startswith("task:")), key=lambda name: int(name[5:]))
     reactors = []
     for name in order:
         if name == DRIVER:
             reactors.append(Reactor(name, "driver", None, None, False, tuple(range(len(template)))))
             continue
         schedule = tuple(q for q, p in enumerate(placed) if p == name)
+        if name in pooled_at:
+            schedule = tuple(sorted(set(schedule) | pooled_at[name]))
         if name.startswith("task:"):
             reactors.append(Reactor(name, "task", None, None, False, schedule))
             continue
-        info = trace.actors.get(actor_of[name])
-        reactors.append(Reactor(name, "actor", _key(actor_of[name]), None if info is None else _key(info.class_key),
+        actor = actor_of[name]
+        info = trace.actors.get(actor)
+        reactors.append(Reactor(name, "actor", _key(actor), None if info is None else _key(info.class_key),
                                 bool(info and info.concurrent), schedule))
     return tuple(reactors)
 
 
-def _expect(ev, index, relative):
-    checks = tuple(RefCheck(rel, index - ref.producer if rel else ref.producer, ref.ret)
-                   for ref, rel in zip(ref_slots(ev), relative))
-    return Expect(signature(ev), checks)
+def _expect(ev, index, relative, pool=None, varying=None, q=None):
+    checks = tuple(RefCheck(True, varying[(q, j)], ref.ret, varying=True) if varying and (q, j) in varying
+                   else RefCheck(rel, index - ref.producer if rel else ref.producer, ref.ret)
+                   for j, (ref, rel) in enumerate(zip(ref_slots(ev), relative)))
+    if pool is None:
+        return Expect(signature(ev), checks)
+    sig = signature(ev)
+    return Expect(sig[:2] + sig[3:], checks, tuple(pool[1]))
 
 
 def _key(value) -> str:

@@ -10,11 +10,12 @@ its distance, the same trace repeats:
     wait(g_a, g_c, g_d, g_b)  ->  ps.apply(g_d)  ->  DataWorker#d.compute(w)      period 2
              \\ refs to position 2, a varying number of periods back \\ a member of the pool
 
-``find_pooled`` finds such a pattern and returns it as plain data.  Replay does not run one yet: the
-reactor layer calls this only when ``infer`` found no fixed period, and ``explain()`` shows
-``PooledPattern.reason()`` (and a recording that ends without a plan is refused with it).  It describes;
-it never refuses by itself, since a fixed but uneven schedule over actors of one class (a, b, b, a, b)
-looks the same until ``infer`` has seen two of its longer periods.
+``find_pooled`` finds such a pattern and returns it as plain data; ``infer.infer_pooled`` makes its plan, in
+which the pooled position runs on whichever member the script calls and each ref that reaches back a varying
+number of periods is relayed by the driver (which holds the result: the script waited on it).  The reactor
+layer looks for one only when ``infer`` found no fixed period, among the calls alone; a pattern whose plan it
+cannot run is described in ``explain()`` with ``PooledPattern.reason()``.  A fixed but uneven schedule over
+actors of one class (a, b, b, a, b) can look like such a loop for a while: its pooled plan runs it correctly.
 """
 
 from __future__ import annotations
@@ -41,17 +42,23 @@ class PooledPattern:
     end: int
     pools: tuple            # of Pool: positions whose actor varies within one class
     varying: tuple          # of (position, slot, producing position): refs reaching back a varying distance
+    modes: tuple = ()       # per position, per ref slot: CONSTANT, RELATIVE or VARYING
 
     @property
     def repeats(self) -> int:
         return (self.end - self.start) // self.length
 
-    def reason(self) -> str:
+    def describe(self) -> str:
         """The same words for every sighting of one loop (``explain()`` counts refusals by their reason)."""
         pools = ", ".join(f"whichever of {len(p.members)} {p.class_name} actors is free gets "
                           f"{p.class_name}.{p.method}" for p in self.pools)
         return (f"a loop in completion order (period {self.length}; refs reach back a varying number of periods"
-                + (f"; {pools}" if pools else "") + "): such loops are not replayed yet")
+                + (f"; {pools}" if pools else "") + ")")
+
+    def reason(self, blockers=()) -> str:
+        """Why it does not replay: ``blockers`` of its plan, or that its reads are in completion order too."""
+        why = "; ".join(blockers) if blockers else "its reads follow no fixed pattern either"
+        return f"{self.describe()}: not replayed ({why})"
 
 
 MAX_LENGTH = 64           # completion-order periods are a few events (a wait, a call or two)
@@ -87,7 +94,8 @@ def find_pooled(trace: Trace, repeats: int = 2, window: int | None = MAX_WINDOW)
         widest = max((len(p.members) for p in pools), default=1)
         if (n - start) // length < repeats * max(2, widest):
             continue
-        return PooledPattern(length, base + start, base + n, pools, varying)
+        modes_at = tuple(tuple(m for m, _ in modes[(start + q) % length]) for q in range(length))
+        return PooledPattern(length, base + start, base + n, pools, varying, modes_at)
     return None
 
 
@@ -182,7 +190,12 @@ def _pools(trace, events, start, n, length):
         first = at[0]
         if type(first) is not Submit or first.kind != ACTOR_METHOD:
             continue
-        members = tuple(dict.fromkeys(e.actor for e in at))
+        # Also the actors of its class given the same call before the region (the loop's first round, made
+        # before it began): their results are still to be passed on when the loop replays.
+        cls = trace.actors[first.actor].class_key
+        same = [e.actor for e in events[:start] if type(e) is Submit and e.kind == ACTOR_METHOD
+                and e.target == first.target and getattr(trace.actors.get(e.actor), "class_key", None) == cls]
+        members = tuple(dict.fromkeys([e.actor for e in at] + same))
         if len(members) > 1:
             pools.append(Pool(q, str(trace.actors[first.actor].class_key), str(first.target), members))
     return tuple(pools)

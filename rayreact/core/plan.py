@@ -14,9 +14,15 @@ after ``start``) sits at position ``(i - start) % period``.
   period (fan-out is one write, read by every ``Use``), plus one per value made
   before the period (``prefix``) or outside the trace (``external``), which the
   replay seeds once and never rewrites.  A ``Use`` with ``lag`` k reads the
-  token written k periods before its own (loop-carried when k > 0).
+  token written k periods before its own (loop-carried when k > 0).  A ``relay``
+  connection serves a ref that reaches back a *varying* number of periods (a loop
+  in completion order): the driver writes the value of whichever output of
+  position ``producer`` the call names, keyed by the reading call's own index.
   ``capacity`` is the fewest tokens the channel must hold so that no writer
   waits on a reader that comes after it in the trace.
+- ``pools``: a position whose call goes to whichever of several actors of one
+  class (a loop in completion order) runs on a reactor per member, each with that
+  one position in its schedule; ``Reaction.reactor`` names the pool.
 - ``guard`` is what the driver checks, per position, before treating a call as
   the pattern's.
 - ``seeds(first_index)`` lists the values, made before replay begins at
@@ -112,14 +118,16 @@ class Reactor:
 @dataclass(frozen=True)
 class RefCheck:
     relative: bool        # True: produced ``value`` events earlier; False: by event ``value``
-    value: int
+    value: int            # (varying: the position that made it)
     ret: int
+    varying: bool = False  # made by position ``value`` of any period (a loop in completion order)
 
 
 @dataclass(frozen=True)
 class Expect:
-    signature: tuple      # record.signature of the expected event
+    signature: tuple      # record.signature of the expected event (a pool's: with its actor left out)
     refs: tuple[RefCheck, ...]
+    members: tuple = ()   # a pool's position: the actors it may call
 
 
 @dataclass(frozen=True)
@@ -135,17 +143,33 @@ class Guard:
 
     def check(self, event) -> bool:
         expect = self.expects[(event.index - self.start) % self.period]
-        if signature(event) != expect.signature:
+        if expect.members:
+            sig = signature(event)
+            if getattr(event, "actor", None) not in expect.members or sig[:2] + sig[3:] != expect.signature:
+                return False
+        elif signature(event) != expect.signature:
             return False
         for ref, want in zip(ref_slots(event), expect.refs):
             if ref.ret != want.ret:
                 return False
-            if want.relative:
+            if want.varying:
+                if ref.producer < 0 or (ref.producer - self.start) % self.period != want.value:
+                    return False
+            elif want.relative:
                 if ref.producer < 0 or event.index - ref.producer != want.value:
                     return False
             elif ref.producer != want.value:
                 return False
         return True
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A position whose call goes to whichever member is free: ``members`` are reactor names."""
+
+    position: int
+    name: str             # the name ``Reaction.reactor`` gives it
+    members: tuple[str, ...]
 
 
 @dataclass(frozen=True, order=True)
@@ -173,6 +197,7 @@ class Plan:
     # Found in the trace without its gets and waits (record.Trace.without_reads): indices count calls and
     # puts only, and every read is served off the plan.
     reads_excluded: bool = False
+    pools: tuple[Pool, ...] = ()
 
     @property
     def replayable(self) -> bool:
@@ -189,6 +214,13 @@ class Plan:
     def reactor(self, name: str) -> Reactor:
         return next(r for r in self.reactors if r.name == name)
 
+    def members(self, name: str) -> tuple[str, ...]:
+        """The reactors a reaction's ``reactor`` stands for: a pool's members, else itself."""
+        for pool in self.pools:
+            if pool.name == name:
+                return pool.members
+        return (name,)
+
     def schedule(self, name: str) -> list[Reaction]:
         return [self.reactions[q] for q in self.reactor(name).schedule]
 
@@ -203,6 +235,8 @@ class Plan:
         channel's token order."""
         found = set()
         for conn in self.connections:
+            if conn.source == "relay":
+                continue          # (the driver relays such a value when the call names it)
             if conn.source != "period":
                 producer = conn.producer if conn.source == "prefix" else -1 - conn.producer
                 found.add(Seed(producer, conn.id, conn.ret))
@@ -233,6 +267,8 @@ class Plan:
                              + ("" if u.passing == "value" else f" ({u.passing})") for u in c.uses) or "unread"
             flags = " driver-read" if c.to_driver else (" worker-to-worker" if c.actor_only else "")
             lines.append(f"  c{c.id}: {src} [{c.reactor}] -> {uses}; capacity {c.capacity}{flags}")
+        lines.extend(f"  {p.name}: a loop in completion order, position {p.position} goes to whichever of "
+                     f"{', '.join(p.members)} the script calls" for p in self.pools)
         lines.extend(f"  blocker: {b}" for b in self.blockers)
         return "\n".join(lines)
 
@@ -303,5 +339,5 @@ def _decode(tp, value):
     return value
 
 
-__all__ = ["ArgSpec", "Connection", "DRIVER", "Expect", "Guard", "Input", "Plan", "Reaction", "Reactor",
+__all__ = ["ArgSpec", "Connection", "DRIVER", "Expect", "Guard", "Input", "Plan", "Pool", "Reaction", "Reactor",
            "RefCheck", "Seed", "Use"]

@@ -100,6 +100,7 @@ F_REFS = 4
 A_LITERAL = 0
 A_PERIOD = 1
 A_CONST = 2
+RELAYED = -1            # the driver's spec distance of a ref it relays (made any number of periods before)
 
 TOKEN_HEADER = struct.Struct("<BIqB")      # kind, connection, producer index, flags
 INVOKE_HEADER = struct.Struct("<BqB")      # kind, index, payload kind (0 none, 1 inline, 2 segment, 3 below)
@@ -1159,8 +1160,10 @@ cdef class Op:
     directly, and the run's other parts by name (the one form of the driver's part of a plan).
 
     A *read* (``specs`` of a call's arguments, ``reads`` of a get or wait) is None for a literal argument,
-    ``(connection, distance, ret, None)`` for a value made ``distance`` events before, or
-    ``(connection, None, ret, (token key, ref id))`` for a constant made before the period."""
+    ``(connection, distance, ret, None)`` for a value made ``distance`` events before,
+    ``(connection, None, ret, (token key, ref id))`` for a constant made before the period, or
+    ``(relay connection, RELAYED, ret, None, position, its output connection)`` for a result of ``position``
+    made any number of periods before (a loop in completion order: the driver relays its value)."""
     cdef public int kind
     cdef public int64_t position
     cdef public str label               # what explain() and deviation messages call it
@@ -1172,6 +1175,8 @@ cdef class Op:
     cdef public tuple kwnames
     cdef public tuple specs
     cdef public object link             # replay_ops.Link of the worker it runs on
+    cdef public object pool             # a pool's position: actor id -> the Link of each member; else None
+    cdef public bint relayed            # its results are relayed by the driver to later calls (completion order)
     cdef public tuple outputs           # connection ids, one per return
     cdef public bint feeds_workers      # some output is read by a worker (not only by the driver)
     cdef public object inflight         # the link's deque of calls not yet known to have run (lent task workers,
@@ -1191,6 +1196,8 @@ cdef class Op:
         self.label = ""
         self.kwnames = self.specs = self.outputs = self.reads = self.readers = ()
         self.conn = -1
+        self.pool = None
+        self.relayed = False
 
 _IMMUTABLE = frozenset([int, float, bool, str, bytes, type(None)])
 _MEMO_ARRAY_BYTES = 64 * 1024
@@ -1294,6 +1301,11 @@ cdef class DriverPath:
     cdef public int64_t skipped        # the plan's reads the script went on without (skip_reads)
     cdef public set forgotten          # (conn, index) of results for the driver whose refs died before they came
     cdef public dict adopting          # (conn, index) -> the id the dynamic table waits for (replay_nested)
+    # Loops in completion order (plan pools): who made each pooled result, and the refs a relay may name.
+    cdef public dict pool_writer       # trace index of a pooled call -> the member's reactor name
+    cdef public frozenset pool_names   # writer_of's names for a pool (the writer is then per index)
+    cdef public dict made              # ref id -> (index, ret) of the results of relayed positions
+    cdef public dict made_before       # ref id -> (index, ret, position) of those made before the run
 
     def __init__(self, run, ops, int64_t start, int64_t period, int64_t first, outs, Gather gather, double spin,
                  const_conns, writer_of, ref_type, new_id, deopt, poller):
@@ -1324,6 +1336,10 @@ cdef class DriverPath:
         self.skipped = 0
         self.forgotten = set()
         self.adopting = {}
+        self.pool_writer = {}
+        self.pool_names = frozenset()
+        self.made = {}
+        self.made_before = {}
 
     # ------------------------------------------------------------------ calls
     cdef object _literal_frame(self, list literals, int64_t idx, link):
@@ -1378,10 +1394,17 @@ cdef class DriverPath:
             idx = self.idx
             q = (idx - self.start) % self.period
             op = <Op>self.ops[q]
-        if (op.kind != CALL or op.actor != actor_id or op.method != method or op.nret != nret
+        link = op.link
+        expected = op.actor
+        if op.pool is not None and op.kind == CALL:
+            link = op.pool.get(actor_id)
+            if link is not None:
+                expected = actor_id                 # any member will do
+        if (op.kind != CALL or expected != actor_id or op.method != method or op.nret != nret
                 or len(args) != op.nargs or (tuple(kwargs) if kwargs else ()) != op.kwnames):
             return self.run.deviate_call(actor_id, method, _call_difference(op, actor_id, method, args, kwargs, nret))
         values = args if not kwargs else args + tuple(kwargs.values())
+        relays = None
         specs = op.specs
         ref_type = self.ref_type
         literals = []
@@ -1399,13 +1422,26 @@ cdef class DriverPath:
                 return self.run.deviate_call(actor_id, method, "with a value where a ref was passed")
             const = spec[3]
             if const is None:
-                if given.get((idx - <int64_t>spec[1], spec[2])) != value._id:
+                if <int64_t>spec[1] == RELAYED:
+                    made = self.made.get(value._id)
+                    if made is not None:
+                        if made[1] != spec[2] or (<int64_t>made[0] - self.start) % self.period != <int64_t>spec[4]:
+                            return self.run.deviate_call(actor_id, method, "with another ref")
+                    else:
+                        made = self.made_before.get(value._id)      # (index, ret, the position it stands for)
+                        if made is None or made[1] != spec[2] or made[2] != spec[4]:
+                            return self.run.deviate_call(actor_id, method, "with another ref")
+                    if relays is None:
+                        relays = []
+                    relays.append((spec[0], spec[5], made[0], value._id))
+                elif given.get((idx - <int64_t>spec[1], spec[2])) != value._id:
                     return self.run.deviate_call(actor_id, method, "with another ref")
             elif const[1] != value._id:
                 return self.run.deviate_call(actor_id, method, "with another ref")
+        if relays is not None and not self.run.relay(link, idx, relays):
+            return self.run.deviate_call(actor_id, method, "with a result not ready yet (it would wait for it)")
         if q == 0 and idx != self.first and not began:
             self.run.begin_period(idx)
-        link = op.link
         if literals:
             payload = self.last_literals.lookup(literals)
             if payload is not None:
@@ -1433,16 +1469,22 @@ cdef class DriverPath:
         window = windows[len(windows) - 1][1]
         outputs = op.outputs
         new_id = self.new_id
+        if op.pool is not None:
+            self.pool_writer[idx] = link.name
         if nret == 1:
             oid = new_id()
             given[(idx, 0)] = oid
             window.append((idx, 0, outputs[0]))
+            if op.relayed:
+                self.made[oid] = (idx, 0)
             return ref_type(oid)
         refs = []
         for i in range(nret):
             oid = new_id()
             given[(idx, i)] = oid
             window.append((idx, i, outputs[i]))
+            if op.relayed:
+                self.made[oid] = (idx, i)
             refs.append(ref_type(oid))
         return refs if nret else None
 
@@ -1529,11 +1571,17 @@ cdef class DriverPath:
         self.run.rerunnable_worker_lost()
         return self.deopt
 
+    def known(self, key):
+        """The token of ``key`` if the driver has it (or its writer died: the death error), else None."""
+        return self._token(key)
+
     cdef object _token(self, key):
         tok = self.cache.get(key)
         if tok is not None:
             return tok
         writer = self.writer_of.get(key[0])
+        if self.pool_names and writer in self.pool_names:
+            writer = self.pool_writer.get(key[1])
         payload = self.dead_payloads.get(writer)
         if payload is not None:
             tok = Token(F_ERROR, payload)

@@ -32,6 +32,13 @@ Ray retries them (``max_retries``), with inputs only a worker held fetched from
 it, and their results sent on to the reactions that wait for them
 (core.replay_rerun).
 
+A loop in completion order (wait for whichever result is ready, pass it on, give its actor the next call:
+an asynchronous parameter server, Ape-X) replays from a plan with a *pool*: its pooled position runs on
+whichever member the script calls, each member's result goes to the driver, and a ref that reaches back a
+varying number of periods is *relayed*: the driver, which holds the result (the script waited on it),
+writes it into the reading call's inbox just before the invocation.  A ref to a result not here yet ends
+the run (the call would wait for it, and the script must not).
+
 Refs nested in a call's arguments are passed as refs, as Ray passes them: the
 driver makes each one's value reachable through the dynamic table and lends it
 to the callee's worker (core.replay_nested).
@@ -75,9 +82,9 @@ import time
 from .. import exceptions
 from .refs import ObjectRef, ObjectRefGenerator
 from . import admission, channel, ids, refcount, serialization, submission
-from .infer import infer
+from .infer import infer, infer_pooled
 from .infer_pools import find_pooled
-from .record import ACTOR_METHOD, TASK, ActorInfo, Recorder
+from .record import ACTOR_METHOD, TASK, ActorInfo, Recorder, ref_slots
 from .replay_handover import Handover
 from .replay_nested import NestedRefs, nested_ref_ids, take_descriptor
 from .replay_ops import DEOPT, TASK_CALLER, Link, Refused, TaskSlot
@@ -335,13 +342,24 @@ class Reactor(RuntimeFront):
                 plan = None                # the reads follow the calls' period: wait for a plan that has them
             if plan is not None:
                 plan = dataclasses.replace(plan, reads_excluded=True)
-        if plan is None:
+        if plan is None and not calls_repeat and rec.reads:
             # Calls with no fixed period may still repeat in completion order (whichever actor finished is
-            # called next).  Only a description: an uneven fixed schedule looks the same for a while, and
-            # infer may still find its period, so recording goes on.
-            if not calls_repeat:
+            # called next, given whichever result the script waited for): a plan whose pooled position runs
+            # on the member called, and whose refs that reach back a varying number of periods the driver
+            # relays.  (An uneven fixed schedule over actors of one class looks the same for a while: such a
+            # plan runs it correctly too.)
+            found_in = rec.trace.without_reads()
+            pattern = find_pooled(found_in, repeats=self.repeats)
+            if pattern is not None:
+                plan = dataclasses.replace(infer_pooled(found_in, pattern, task_slots=self._task_slots()),
+                                           reads_excluded=True)
+                if not plan.replayable:
+                    self.completion_order = pattern.reason(plan.blockers)
+                    plan = None
+            else:
                 pattern = find_pooled(rec.trace, repeats=self.repeats)
                 self.completion_order = None if pattern is None else pattern.reason()
+        if plan is None:
             if n > MAX_TRACE:
                 self._no_pattern()
             return
@@ -697,7 +715,10 @@ class ReplayRun:
             seed_ids = [trace.ref_id(s.producer, s.ret) for s in seeds]
         if any(oid not in self.rt.object_table for _, oid in lent_seeds):
             raise Refused("a value the plan starts from was freed")
-        self._wait_for_dynamic_calls(seed_ids, len(task_reactors))
+        self.made_before = self._results_to_relay(trace)
+        self.relayed_conns = frozenset(reaction.outputs[c.ret] for c in plan.connections if c.source == "relay"
+                                       for reaction in (plan.reactions[c.producer],))
+        self._wait_for_dynamic_calls(seed_ids + list(self.made_before), len(task_reactors))
         seed_descs = self._take_workers_and_seeds(seeds, seed_ids, task_reactors, code_ids)
 
         self.paths = []
@@ -727,6 +748,29 @@ class ReplayRun:
                 if a is None or a.state == "DEAD":
                     raise Refused(f"{r.name}: the actor is dead")
                 self.links[r.name] = a
+
+    def _results_to_relay(self, trace):
+        """A loop in completion order: the results of calls like its relayed positions' made before the run
+        (in the recorded periods, or before them) and not yet passed on: ref id -> (trace index, ret, the
+        position they stand for).  The script names them in the run's first periods."""
+        plan, first = self.plan, self.first
+        wanted = {(c.producer, c.ret) for c in plan.connections if c.source == "relay"}
+        if not wanted:
+            return {}
+        table = self.rt.object_table
+        events = [trace.event(index) for index in range(trace.first_index, first)]
+        passed = {(ref.producer, ref.ret) for ev in events for ref in ref_slots(ev)}
+        out = {}
+        for position, ret in wanted:
+            reaction = plan.reactions[position]
+            actors = {bytes.fromhex(r.actor) for r in plan.reactors if r.name in plan.members(reaction.reactor)}
+            for ev in events:
+                if (getattr(ev, "target", None) == reaction.target and getattr(ev, "actor", None) in actors
+                        and ev.num_returns == len(reaction.outputs) and (ev.index, ret) not in passed):
+                    oid = trace.ref_id(ev.index, ret)
+                    if oid in table:
+                        out[oid] = (ev.index, ret, position)
+        return out
 
     def _wait_for_dynamic_calls(self, seed_ids, task_workers_needed):
         """The dynamic runtime must have finished what the script asked of these actors before."""
@@ -824,6 +868,45 @@ class ReplayRun:
     def write(self, link, frame):
         return self.fast.write(link, frame)
 
+    def relay(self, link, idx, relays):
+        """Write into ``link``'s inbox, keyed by the call's index ``idx``, the value of each ref the call
+        passes that reaches back a varying number of periods: ``relays`` = (relay connection, the result's
+        connection, its producer index, ref id).  False (nothing written) if one is not here yet: the call
+        would wait for it, and the script must not (what it waits for may come from what it does next)."""
+        fast = self.fast
+        found = []
+        for conn, out_conn, producer, oid in relays:
+            key = (out_conn, producer)
+            tok = fast.known(key)
+            if tok is None and producer >= self.first:
+                fast.drain()
+                tok = fast.known(key)
+            if tok is not None:
+                found.append((conn, tok, None))
+                continue
+            e = self.rt.object_table.get(oid) if oid in self.made_before else None
+            if e is None or e.state != READY:
+                return False
+            found.append((conn, None, e.desc))
+        ext = self.ext
+        for conn, tok, desc in found:
+            if desc is not None:
+                self.send_desc(link, conn, idx, desc)
+            elif tok.path is not None:
+                path = f"{tok.path}.r{os.urandom(3).hex()}"
+                os.link(tok.path, path)
+                self.write(link, ext.frame_for(conn, idx, tok, path))
+            else:
+                self.write(link, ext.frame_for(conn, idx, tok))
+        return True
+
+    def writer_at(self, key):
+        """The reactor that writes ``key`` = (connection, producer index): a pool's member per call."""
+        writer = self.writer_of.get(key[0])
+        if writer in self.fast.pool_names:
+            return self.fast.pool_writer.get(key[1])
+        return writer
+
     def fetch(self, link, key):
         """Ask a worker for a value it made, ``key`` = (connection, producer index): it hands it over
         (HANDOVER, into ``handed``) as soon as it has it, or as lost if it no longer keeps it."""
@@ -859,8 +942,8 @@ class ReplayRun:
             return True
         op = self.ops[(index - self.start) % self.P]
         link = op.link
-        if link is None or link.dead:
-            return True
+        if link is None or link.dead or op.pool is not None:
+            return True                            # (a pool's call: cancelled dynamically, after the run)
 
         def unfinished():
             try:
@@ -1018,6 +1101,7 @@ class ReplayRun:
         kept = collections.deque()
         promote = []
         driver_reads, forgotten, adopting = self.driver_reads, self.fast.forgotten, self.fast.adopting
+        relayed = self.relayed_conns
         for start, keys in windows:
             old = start < horizon
             left = []
@@ -1025,8 +1109,10 @@ class ReplayRun:
                 index, ret, conn = key
                 oid = given.get((index, ret))
                 alive = oid is not None and counts.get(oid)
-                if alive and (not old or (conn, index) in adopting):
-                    left.append(key)                # (lent nested in an argument: kept until it has come)
+                if alive and (not old or (conn, index) in adopting or conn in relayed):
+                    # (lent nested in an argument: kept until it has come; a result of a loop in completion
+                    # order: kept while the script holds it, however late it passes it on)
+                    left.append(key)
                     continue
                 if alive and oid not in objects:
                     tok = cache.pop((conn, index), None)
@@ -1047,6 +1133,12 @@ class ReplayRun:
                 kept.append((start, left))
         kept.append((idx, []))
         self.fast.windows = kept
+        if relayed:
+            fast = self.fast
+            fast.made = {oid: made for oid, made in fast.made.items() if given.get(made) == oid}
+            if fast.pool_writer:
+                oldest = kept[0][0]
+                fast.pool_writer = {i: w for i, w in fast.pool_writer.items() if i >= oldest}
         if promote:
             self._adopt(promote)
 

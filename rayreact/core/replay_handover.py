@@ -146,7 +146,7 @@ class Handover:
                 continue
             desc = run.handed.pop(key, None)
             if desc is None:
-                writer = run.writer_of.get(key[0])
+                writer = run.writer_at(key)
                 payload = run.death_payloads.get(writer)
                 if payload is None:
                     payload = serialization.serialize(exceptions.RaySystemError(

@@ -14,7 +14,7 @@
 A read changes nothing the workers compute, so the plan's position does not move: a loop that looks at a
 result now and then (an evaluation every 50 iterations, a log line every 100 steps, a wait for whichever
 result is ready first) keeps replaying between and across those looks.  Reaches the run only through its
-public interface (``given``, ``cache``, ``handed``, ``links``, ``writer_of``, ``driver_reads``,
+public interface (``given``, ``cache``, ``handed``, ``links``, ``writer_at``, ``driver_reads``,
 ``death_payloads``, ``dead_pending``, ``reruns_due``, ``plan``, ``start``, ``P``, ``fast.cancelled``, ``ext``,
 ``rt``, ``fetch``, ``drain``, ``gather``, ``absorb_deaths``, ``deviate``, ``deopt_at_next_call``) and the
 runtime through ``object_table``.
@@ -75,13 +75,15 @@ class OffPlanReads:
             return self.run.deviate(reason)
         if not any(keys):
             return self._dynamic()
-        if not all(keys):
+        table = self.run.rt.object_table
+        if not all(key is not None or table.is_ready(oid) for oid, key in zip(object_ids, keys)):
             return self.run.deviate(reason)       # a wait across both planes: the dynamic runtime's
+        # (the dynamic refs are all ready: the results a loop in completion order started from, say)
         tokens = self._collect(keys, num_returns, timeout)
         if tokens is DEOPT:
             return self.run.deviate(reason)
         self.count += 1
-        return [tok is not None for tok in tokens]
+        return [key is None or tok is not None for key, tok in zip(keys, tokens)]
 
     def bring(self, keys):
         """Into the driver's cache, what has come of the values of ``keys`` (each made by this run); a
@@ -165,7 +167,7 @@ class OffPlanReads:
             tok = self._token_of(desc)
             run.cache[key] = tok            # aged with the run's other values (begin_period)
             return tok
-        writer = run.writer_of.get(key[0])
+        writer = run.writer_at(key)
         payload = run.death_payloads.get(writer)
         if payload is not None:
             tok = run.cache[key] = run.ext.Token(run.ext.F_ERROR, payload)

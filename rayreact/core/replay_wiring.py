@@ -69,9 +69,13 @@ class Wiring:
         # A value passed nested in an argument (as a ref) goes to the callee, whose get reads it there during
         # the call, and to the driver, which keeps it in the dynamic table for a callee that keeps the ref
         # (core.replay_nested).
+        # A pool's reader is each of its members (any may run the call that reads it).
+        members = run.plan.members
         readers = {c.id: list(dict.fromkeys(x for u in c.uses
-                                            for x in ((u.reactor, "driver") if u.passing == "ref" else (u.reactor,))))
+                                            for x in ((u.reactor, "driver") if u.passing == "ref" else (u.reactor,))
+                                            for x in members(x)))
                    or (["driver"] if c.source == "period" and c.reactor != "driver" else []) for c in conns}
+        # A pool's results: which member made one, the DriverPath knows per call (``pool_writer``).
         run.writer_of = {c.id: c.reactor for c in conns}
         run.driver_reads = frozenset(cid for cid, rs in readers.items() if "driver" in rs)
         run.const_key = {}
@@ -158,7 +162,10 @@ class Wiring:
                     continue
                 c = conns[a.input.connection]
                 writers[c.id] = c.reactor
-                if c.id in run.const_key:
+                if c.source == "relay":
+                    # The driver writes it before the invocation, keyed by the call's own index.
+                    specs.append((a.name, ext.A_PERIOD, c.id, 0))
+                elif c.id in run.const_key:
                     specs.append((a.name, ext.A_CONST, c.id, run.const_key[c.id][1]))
                 else:
                     d = a.input.lag * P + q - c.producer
@@ -189,6 +196,8 @@ class Wiring:
             run, [], run.plan.start, run.P, run.first, [(link, link.out) for link in run.links.values()],
             run.gather, run.spin, frozenset(run.const_key), run.writer_of, ObjectRef, ids.new_id, DEOPT,
             run.poller)
+        run.fast.pool_names = frozenset(pool.name for pool in run.plan.pools)
+        run.fast.made_before = run.made_before
 
     def _start_workers(self, programs):
         # Under the runtime's lock: each reactor starts after every dynamic message already sent to it.
@@ -257,12 +266,19 @@ class Wiring:
             c = conns[inp.connection]
             if c.id in const_key:
                 return (c.id, None, c.ret, const_key[c.id])
+            if c.source == "relay":
+                # Any result of position ``c.producer`` (checked by the ref's maker, then relayed).
+                return (c.id, run.ext.RELAYED, c.ret, None, c.producer, run.plan.reactions[c.producer].outputs[c.ret])
             return (c.id, inp.lag * P + q - c.producer, c.ret, None)
 
         if kind == ext.CALL:
-            link = run.links[reaction.reactor]
+            members = run.plan.members(reaction.reactor)
+            link = run.links[members[0]]
             op.link = link
             op.inflight = link.inflight
+            if len(members) > 1 or reaction.reactor.startswith("pool:"):
+                op.pool = {run.links[m].actor.actor_id: run.links[m] for m in members}
+            op.relayed = any(c.source == "relay" and c.producer == q for c in conns)
             if reaction.op == "task":
                 op.actor = TASK_CALLER
                 op.method = run.task_of[reaction.target][0]

@@ -273,6 +273,11 @@ class Trace:
         first = calls[start - self.first_index]
         return any(type(e) in (Get, Wait) for e in self.events[first:calls[-1]])
 
+    def calls_between(self, start: int, end: int) -> int:
+        """How many events from index ``start`` to ``end`` (excluded) are no get or wait."""
+        lo, hi = max(0, start - self.first_index), max(0, end - self.first_index)
+        return sum(1 for e in self.events[lo:hi] if type(e) not in (Get, Wait))
+
     def reads_repeat(self, start: int, period: int, repeats: int) -> bool:
         """Whether the gets and waits repeat with a period found ``without_reads`` (``start``, ``period``
         in that numbering) over its last ``repeats`` full periods: then a plan that has them is near, and

@@ -342,23 +342,17 @@ class Reactor(RuntimeFront):
                 plan = None                # the reads follow the calls' period: wait for a plan that has them
             if plan is not None:
                 plan = dataclasses.replace(plan, reads_excluded=True)
-        if plan is None and not calls_repeat and rec.reads:
+        if rec.reads and (plan is None and not calls_repeat or plan is not None and len(plan.reactors) > 2):
             # Calls with no fixed period may still repeat in completion order (whichever actor finished is
             # called next, given whichever result the script waited for): a plan whose pooled position runs
             # on the member called, and whose refs that reach back a varying number of periods the driver
-            # relays.  (An uneven fixed schedule over actors of one class looks the same for a while: such a
-            # plan runs it correctly too.)
-            found_in = rec.trace.without_reads()
-            pattern = find_pooled(found_in, repeats=self.repeats)
-            if pattern is not None:
-                plan = dataclasses.replace(infer_pooled(found_in, pattern, task_slots=self._task_slots()),
-                                           reads_excluded=True)
-                if not plan.replayable:
-                    self.completion_order = pattern.reason(plan.blockers)
-                    plan = None
-            else:
-                pattern = find_pooled(rec.trace, repeats=self.repeats)
-                self.completion_order = None if pattern is None else pattern.reason()
+            # relays.  Where infer found a fixed period too, the pooled pattern is taken if it spans more of
+            # the calls: its region shows the order varying, and the fixed plan's tail only happened to
+            # rotate.  (An uneven fixed schedule over actors of one class looks the same for a while: a
+            # pooled plan runs it correctly too.)
+            pooled, pooled_in = self._pooled_plan(rec, fixed=plan)
+            if pooled is not None:
+                plan, found_in = pooled, pooled_in
         if plan is None:
             if n > MAX_TRACE:
                 self._no_pattern()
@@ -373,6 +367,29 @@ class Reactor(RuntimeFront):
             self._refuse("; ".join(refusals))
             return
         self.pending = plan
+
+    def _pooled_plan(self, rec, fixed):
+        """(the plan of a loop in completion order over the calls, the trace it was found in), or
+        (None, None): none, one whose plan cannot run (``completion_order`` says why), or one spanning no
+        more calls than the ``fixed`` plan infer found."""
+        calls = rec.trace.without_reads()
+        pattern = find_pooled(calls, repeats=self.repeats)
+        if pattern is None:
+            if fixed is None:
+                described = find_pooled(rec.trace, repeats=self.repeats)
+                self.completion_order = None if described is None else described.reason()
+            return None, None
+        if fixed is not None:
+            fixed_calls = (fixed.end - fixed.start if fixed.reads_excluded
+                           else rec.trace.calls_between(fixed.start, fixed.end))
+            if pattern.end - pattern.start <= fixed_calls:
+                return None, None
+        plan = dataclasses.replace(infer_pooled(calls, pattern, task_slots=self._task_slots()),
+                                   reads_excluded=True)
+        if not plan.replayable:
+            self.completion_order = pattern.reason(plan.blockers)
+            return None, None
+        return plan, calls
 
     def _task_slots(self):
         """How many pool workers a plan's task calls may be dealt over: those started, up to the pool's size;

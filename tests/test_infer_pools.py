@@ -9,7 +9,7 @@ import random
 import pytest
 
 from rayreact.core.infer import infer
-from rayreact.core.infer_pools import find_pooled
+from rayreact.core.infer_pools import MAX_WINDOW, find_pooled
 
 from test_infer import Script
 
@@ -92,15 +92,29 @@ def test_a_ref_that_stops_changing_is_no_completion_order():
     assert find_pooled(s.trace, repeats=2) is None
 
 
-def test_the_search_is_bounded():
-    # A random choice among eight workers of one class, each call read at once: nothing varies, and the
-    # search covers a bounded window however long the trace.
+def test_the_search_is_bounded_and_whichever_actor_is_free_is_a_pool_even_with_no_ref_varying():
+    # ActorPool.map_unordered's shape: a random choice among eight workers of one class, each call read at
+    # once.  No ref varies, but the actors follow no rotation; the search covers a bounded window however
+    # long the trace.
     s = Script()
     for k in range(8):
         s.create(f"w{k}", cls="Worker")
     rng = random.Random(3)
     for _ in range(3000):
         s.get(s.call(f"w{rng.randrange(8)}", "f", 1))
+    pattern = find_pooled(s.trace, repeats=2)
+    assert pattern is not None and pattern.length == 2 and pattern.varying == ()
+    (pool,) = pattern.pools
+    assert set(pool.members) == {f"w{k}" for k in range(8)}
+    assert pattern.start >= s.trace.first_index + len(s.trace.events) - MAX_WINDOW
+
+
+def test_a_fixed_rotation_with_no_ref_is_no_pool():
+    s = Script()
+    for k in range(3):
+        s.create(f"w{k}", cls="Worker")
+    for i in range(300):
+        s.get(s.call(f"w{i % 3}", "f", i))
     assert find_pooled(s.trace, repeats=2) is None
 
 

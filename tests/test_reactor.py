@@ -1669,6 +1669,26 @@ def test_a_worker_of_a_loop_in_completion_order_killed_mid_loop_fails_only_its_o
         assert ray.get(ref)[0] == k
 
 
+class Squarer:
+    def __init__(self, k):
+        self.k, self.calls = k, 0
+
+    def square(self, v):
+        self.calls += 1
+        busy = sum(range((v * 37) % 400))            # uneven work: whichever actor is free varies
+        return self.k, self.calls, v * v + busy * 0
+
+
+def test_an_actor_pool_map_unordered_replays_and_returns_every_result_once(ray):
+    from_pool = ray.util.ActorPool([ray.remote(Squarer).remote(k) for k in range(3)])
+    got = list(from_pool.map_unordered(lambda a, v: a.square.remote(v), range(400)))
+    assert sorted(v for _, _, v in got) == [v * v for v in range(400)]
+    for k in range(3):                               # each actor ran its calls once each, in order
+        numbers = sorted(n for who, n, _ in got if who == k)
+        assert numbers == list(range(1, len(numbers) + 1))
+    expect_replayed(ray, 100)
+
+
 def test_an_uneven_fixed_schedule_over_actors_of_one_class_replays(ray):
     # Looks like completion order at the class level until two of its five-call periods are seen.
     workers = [ray.remote(GradientWorker).remote(k) for k in range(2)]

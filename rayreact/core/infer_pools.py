@@ -68,7 +68,7 @@ MAX_WINDOW = 1024         # events searched: the work stays under MAX_LENGTH * M
 def find_pooled(trace: Trace, repeats: int = 2, window: int | None = MAX_WINDOW) -> PooledPattern | None:
     """The shortest completion-order pattern over the end of ``trace``, or None.  Its region holds at least
     ``repeats`` periods for each member of its largest pool, and at least one ref reached back a different
-    number of periods from one period to the next.  A fixed but uneven schedule over actors of one class
+    number of periods from one period to the next, or a pool's actors were called in no fixed rotation.  A fixed but uneven schedule over actors of one class
     can look like this for a while: the caller takes the pattern as a description, not a verdict."""
     window = MAX_WINDOW if window is None else min(window, MAX_WINDOW)
     events = trace.events[-window:]
@@ -83,14 +83,14 @@ def find_pooled(trace: Trace, repeats: int = 2, window: int | None = MAX_WINDOW)
         start, modes, varied = found
         if not any(type(events[start + q]) is Submit for q in range(length)):
             continue
-        if not varied:
+        pools = _pools(trace, events, start, n, length)
+        if not varied and not any(_irregular(events, start + p.position, n, length) for p in pools):
             if start == 0:
                 return None     # the whole window repeats every ``length`` events and nothing varies
             continue
         varying = tuple((q, j, (q - modes[(start + q) % length][j][1]) % length)
                         for q in range(length) for j in range(len(modes[(start + q) % length]))
                         if ((start + q) % length, j) in varied)
-        pools = _pools(trace, events, start, n, length)
         widest = max((len(p.members) for p in pools), default=1)
         if (n - start) // length < repeats * max(2, widest):
             continue
@@ -181,6 +181,15 @@ def _merge(known, seen):
         else:
             merged.append((VARYING, k_at))
     return tuple(merged)
+
+
+def _irregular(events, first, n, length):
+    """Whether the actors called at every ``length``-th event from ``first`` follow no rotation of at most
+    ``MAX_LENGTH`` calls over the region (then the actor follows completion order, as ``ActorPool``'s
+    ``map_unordered`` calls whichever is free, though no ref varies)."""
+    called = [events[t].actor for t in range(first, n, length)]
+    return not any(all(called[i] == called[i + p] for i in range(len(called) - p))
+                   for p in range(1, min(MAX_LENGTH, len(called) // 2) + 1))
 
 
 def _pools(trace, events, start, n, length):

@@ -95,6 +95,11 @@ def _chain_metrics(report):
                    "steps/s", True, 10 if report["agents"] == 10 else None)]
 
 
+def _async_ps_metrics(report):
+    return [Metric(f"{report['updates']} updates, whichever gradient is ready first", report["updates_per_s"],
+                   "updates/s", True)]
+
+
 def _broadcast_metrics(report):
     rows = []
     for case in report["cases"]:
@@ -130,6 +135,10 @@ WORKLOADS = [
              os.path.join(EXAMPLES, "marl_chain.py"), ["--steps", "1000"], ["--quick"], _chain_metrics,
              serial_args=["--serial", "--steps", "1000"], serial_quick_args=["--serial", "--quick"],
              targets=">= 10x Ray (10 agents), replayed, faster than the reactor off"),
+    Workload("async_ps", "asynchronous parameter server: ray.wait for whichever torch gradient is ready, apply "
+             "it, hand its worker the new weights (a loop in completion order)",
+             os.path.join(EXAMPLES, "param_server_async.py"), ["--updates", "1600"], ["--quick"], _async_ps_metrics,
+             targets="replayed (a loop in completion order)"),
     Workload("broadcast", "an array by value to N actors each round, each returns a copy",
              os.path.join(SCRIPTS, "broadcast.py"), [], ["--quick"], _broadcast_metrics,
              targets=">= 4x less overhead per round than Ray (16 actors, 10 MB)"),

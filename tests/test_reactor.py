@@ -1669,6 +1669,53 @@ def test_a_worker_of_a_loop_in_completion_order_killed_mid_loop_fails_only_its_o
         assert ray.get(ref)[0] == k
 
 
+def test_a_value_the_run_started_from_is_read_off_the_plan(ray):
+    # Two learners taken strictly in turn: a fixed rotation, whose run starts from gradients made before it.
+    # Reading one of those (a get, a wait on two) must give its value, not ask a worker that never made it.
+    ps = ray.remote(Applier).remote()
+    learners = [ray.remote(GradientWorker).remote(k) for k in range(2)]
+    in_flight = {learner.compute.remote(ps.apply.remote(None)): k for k, learner in enumerate(learners)}
+    for i in range(120):
+        refs = list(in_flight)
+        ray.wait(refs, num_returns=1 + i % 2)
+        taken = refs[0]
+        k = in_flight.pop(taken)
+        assert ray.get(taken)[0] == k
+        in_flight[learners[k].compute.remote(ps.apply.remote(taken))] = k
+    log = ray.get(ps.log.remote())
+    assert [k for k, _, _ in log[2:]] == [0, 1] * 60
+    expect_replayed(ray, 20)
+
+
+def _count(i):
+    return i
+
+
+class Total:
+    def __init__(self):
+        self.total = 0
+
+    def add(self, x):
+        self.total += x
+        return self.total
+
+
+def test_a_loop_in_completion_order_over_tasks_replays(ray):
+    # Whichever of four tasks is taken goes to an actor, and a new task takes its place.
+    count = ray.remote(_count)
+    total = ray.remote(Total).remote()
+    choice = np.random.default_rng(2)
+    pending = [count.remote(i) for i in range(4)]
+    for i in range(300):
+        ready, _ = ray.wait(pending, num_returns=1 + int(choice.integers(len(pending))))
+        taken = ready[int(choice.integers(len(ready)))]
+        pending.remove(taken)
+        total.add.remote(taken)
+        pending.append(count.remote(4 + i))
+    assert ray.get(total.add.remote(0)) == sum(range(304)) - sum(ray.get(pending))
+    expect_replayed(ray, 50)
+
+
 class Squarer:
     def __init__(self, k):
         self.k, self.calls = k, 0

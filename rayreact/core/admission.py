@@ -24,6 +24,8 @@ out when it starts, and a start that fails is reported as such.
 
 from __future__ import annotations
 
+from .plan import key_text
+
 
 # Task options the replay engine honours; a call site with any other runs dynamically.
 REPLAYED_TASK_OPTIONS = frozenset(("num_returns", "max_retries", "name"))
@@ -83,7 +85,7 @@ def _costs_per_call(plan, trace):
 
 def _actor_infos(plan, trace):
     """(reactor, its ActorInfo or None) for each actor reactor (reactors name actors by hex id)."""
-    by_name = {_key(k): info for k, info in trace.actors.items()}
+    by_name = {key_text(k): info for k, info in trace.actors.items()}
     return [(r, by_name.get(r.actor)) for r in plan.reactors if r.kind == "actor"]
 
 
@@ -125,6 +127,14 @@ def _pools(plan, trace):
                         "completion order)"]
             if plan.reactor(name).schedule != (pool.position,):
                 return [f"{pool.name}: a member is also called at another position of the period"]
+        reaction = plan.reactions[pool.position]
+        if any(a.nested for a in reaction.args):
+            return [f"{pool.name}: refs nested in the pooled call's arguments"]
+        rerun = {r.name for r in plan.reactors if r.kind == "task"} | {
+            r.name for r, info in _actor_infos(plan, trace) if info is not None and info.max_task_retries}
+        if any(plan.connections[i.connection].reactor in rerun for i in reaction.inputs()):
+            # (a rerun after a death forwards its results to reactors by name, not to a pool's members)
+            return [f"{pool.name}: the pooled call reads a result of a call that may be run again"]
     relayed = {(c.producer, c.ret) for c in plan.connections if c.source == "relay"}
     retried = {r.name for r, info in _actor_infos(plan, trace) if info is not None and info.max_task_retries}
     for c in plan.connections:
@@ -140,8 +150,6 @@ def _pools(plan, trace):
     return []
 
 
-def _key(value) -> str:
-    return value.hex() if isinstance(value, (bytes, bytearray)) else str(value)
 
 
 def _returns(plan):

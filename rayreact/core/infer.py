@@ -84,7 +84,7 @@ from dataclasses import dataclass
 
 from . import admission
 from .plan import (DRIVER, ArgSpec, Connection, Expect, Guard, Input, Plan, Pool, Reaction, Reactor, RefCheck,
-                   Use)
+                   Use, key_text)
 from .record import ACTOR_METHOD, Literal, RefArg, Submit, Trace, produces, ref_slots, signature
 
 DEFAULT_REPEATS = 3
@@ -316,7 +316,7 @@ def _assemble(trace: Trace, period: Period, task_slots: int, pools=None, varying
         if type(ev) is Submit:
             args = _arg_specs(ev, lambda j, ref, passing: read(q, j, ref, passing))
             outputs = tuple(conns[("period", q, r)][0] for r in range(produces(ev)))
-            reactions.append(Reaction(q, placed[q], ev.kind, _key(ev.target), ev.call_site, args, (), outputs))
+            reactions.append(Reaction(q, placed[q], ev.kind, key_text(ev.target), ev.call_site, args, (), outputs))
         else:
             op = type(ev).__name__.lower()
             passing = {"get": "get", "wait": "wait"}.get(op, "ref")
@@ -329,7 +329,7 @@ def _assemble(trace: Trace, period: Period, task_slots: int, pools=None, varying
     guard = Guard(length, start, tuple(_expect(ev, start + q, period.relative[q], pools.get(q), varying, q)
                                        for q, ev in enumerate(template)))
     return Plan(length, start, period.end, period.repeats, 0, reactors, tuple(reactions), connections, guard,
-                pools=tuple(Pool(q, name, tuple(f"actor:{_key(a)}" for a in members))
+                pools=tuple(Pool(q, name, tuple(f"actor:{key_text(a)}" for a in members))
                             for q, (name, members) in sorted(pools.items())))
 
 
@@ -340,7 +340,7 @@ def _place(template, task_slots):
         if type(ev) is not Submit:
             placed.append(DRIVER)
         elif ev.kind == ACTOR_METHOD:
-            placed.append(f"actor:{_key(ev.actor)}")
+            placed.append(f"actor:{key_text(ev.actor)}")
         else:
             placed.append(f"task:{tasks % max(1, task_slots)}")
             tasks += 1
@@ -385,7 +385,7 @@ def _reactors(trace, template, placed, pools):
     pooled_at = {}                  # a pool member's reactor name -> the pooled positions it serves
     for q, (_, members) in pools.items():
         for a in members:
-            name = f"actor:{_key(a)}"
+            name = f"actor:{key_text(a)}"
             actor_of.setdefault(name, a)
             pooled_at.setdefault(name, set()).add(q)
             if name not in order:
@@ -404,7 +404,7 @@ def _reactors(trace, template, placed, pools):
             continue
         actor = actor_of[name]
         info = trace.actors.get(actor)
-        reactors.append(Reactor(name, "actor", _key(actor), None if info is None else _key(info.class_key),
+        reactors.append(Reactor(name, "actor", key_text(actor), None if info is None else key_text(info.class_key),
                                 bool(info and info.concurrent), schedule))
     return tuple(reactors)
 
@@ -417,7 +417,3 @@ def _expect(ev, index, relative, pool=None, varying=None, q=None):
         return Expect(signature(ev), checks)
     sig = signature(ev)
     return Expect(sig[:2] + sig[3:], checks, tuple(pool[1]))
-
-
-def _key(value) -> str:
-    return value.hex() if isinstance(value, (bytes, bytearray)) else str(value)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .record import ACTOR_METHOD, Submit, Trace, ref_slots, signature
+from .record import ACTOR_METHOD, ActorKill, Submit, Trace, ref_slots, signature
 
 CONSTANT, RELATIVE, VARYING = "constant", "relative", "varying"
 
@@ -202,8 +202,10 @@ def _pools(trace, events, start, n, length):
         # Also the actors of its class given the same call before the region (the loop's first round, made
         # before it began): their results are still to be passed on when the loop replays.
         cls = trace.actors[first.actor].class_key
+        killed = {e.actor for e in events if type(e) is ActorKill}
         same = [e.actor for e in events[:start] if type(e) is Submit and e.kind == ACTOR_METHOD
-                and e.target == first.target and getattr(trace.actors.get(e.actor), "class_key", None) == cls]
+                and e.target == first.target and getattr(trace.actors.get(e.actor), "class_key", None) == cls
+                and e.actor not in killed]
         members = tuple(dict.fromkeys([e.actor for e in at] + same))
         if len(members) > 1:
             pools.append(Pool(q, str(trace.actors[first.actor].class_key), str(first.target), members))

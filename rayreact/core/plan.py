@@ -300,6 +300,11 @@ class Plan:
         return _decode(cls, json.loads(text))
 
 
+def key_text(value) -> str:
+    """An actor id or function key as the plan's descriptive fields name it (hex for bytes)."""
+    return value.hex() if isinstance(value, (bytes, bytearray)) else str(value)
+
+
 def _label(reaction: Reaction, kind: str) -> str:
     if kind == "driver" and reaction.reactor != DRIVER:
         return f"call {reaction.reactor}"
@@ -340,4 +345,4 @@ def _decode(tp, value):
 
 
 __all__ = ["ArgSpec", "Connection", "DRIVER", "Expect", "Guard", "Input", "Plan", "Pool", "Reaction", "Reactor",
-           "RefCheck", "Seed", "Use"]
+           "RefCheck", "Seed", "Use", "key_text"]

@@ -12,8 +12,9 @@ channels it reads and writes, and how far back it must keep tokens::
 
 Frames on every ring are ``[kind u8][...]``: the driver writes ``INVOKE`` (the
 literal arguments of one reaction, already serialized: snapshot semantics),
-``TOKEN`` (a value a driver ``put`` made, a seed, or what a rerun of a dead
-lent worker's call made), ``STOP``, ``DEAD`` and ``FETCH`` (values of this
+``TOKEN`` (a value a driver ``put`` made, a seed, a relayed result, or what a rerun of a dead
+lent worker's call made), ``STOP``, ``DEAD``, ``AGE`` (a pool's member that is seldom called forgets
+old tokens) and ``FETCH`` (values of this
 worker's the driver wants: for a rerun, a read off the plan, a ref kept past the
 plan's buffering; each answered with a ``HANDOVER`` of a copy as soon as the
 worker has it); reactors write ``TOKEN`` (one per output per reader: a value is
@@ -90,6 +91,7 @@ NOTE = 5
 HANDOVER = 6
 STOPPED = 7
 FETCH = 8
+AGE = 9                 # driver -> a pool's member: no call of its from here on reads a token older than its keep
 
 # Token flags.
 F_ERROR = 1
@@ -691,6 +693,9 @@ cdef class WorkerReactor:
                 if item[0] == STOP:
                     self._stop(item[1])
                     return
+                if item[0] == AGE:
+                    self._age(item[1])
+                    continue
                 self._react(item[1], item[2], item[3])
         finally:
             self._close()
@@ -756,6 +761,8 @@ cdef class WorkerReactor:
                     self.dead[name] = payload
                 elif kind == FETCH:
                     self._fetch(parse_control(frame), False)
+                elif kind == AGE:
+                    self.invocations.append((AGE, parse_control(frame)))   # (in order with the invocations)
         return progressed
 
     cdef void _fetch(self, keys, bint finished) except *:
@@ -1267,7 +1274,7 @@ cdef class DriverPath:
     handled by the run).
 
     What it asks of its run, all public there: ``deviate``, ``deviate_call``, ``get_off_plan``, ``wait_off_plan``,
-    ``begin_period``,
+    ``begin_period``, ``relay``, ``relayable``,
     ``absorb_deaths``, ``reap_arg_files``, ``deopt_at_next_call``, ``worker_noted``, ``rerunnable_worker_lost``,
     and ``nested`` (core.replay_nested: a call's nested refs, and the store hook ``nested.came``);
     it reads ``dead_pending``, ``handed`` and ``reruns_due``, and names files after ``rt.session_prefix``.
@@ -1428,7 +1435,11 @@ cdef class DriverPath:
                         if made[1] != spec[2] or (<int64_t>made[0] - self.start) % self.period != <int64_t>spec[4]:
                             return self.run.deviate_call(actor_id, method, "with another ref")
                     else:
-                        made = self.made_before.get(value._id)      # (index, ret, the position it stands for)
+                        # (index, ret, the position it stands for): made before the run, or any ready value of the
+                        # dynamic table (the relay sends exactly the value the ref names)
+                        made = self.made_before.get(value._id)
+                        if made is None and self.run.relayable(value._id, spec[2], spec[4]):
+                            made = self.made_before.get(value._id)
                         if made is None or made[1] != spec[2] or made[2] != spec[4]:
                             return self.run.deviate_call(actor_id, method, "with another ref")
                     if relays is None:

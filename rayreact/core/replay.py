@@ -84,7 +84,8 @@ from .refs import ObjectRef, ObjectRefGenerator
 from . import admission, channel, ids, refcount, serialization, submission
 from .infer import infer, infer_pooled
 from .infer_pools import find_pooled
-from .record import ACTOR_METHOD, TASK, ActorInfo, Recorder, ref_slots
+from .plan import key_text
+from .record import ACTOR_METHOD, TASK, ActorInfo, Recorder, Submit, ref_slots
 from .replay_handover import Handover
 from .replay_nested import NestedRefs, nested_ref_ids, take_descriptor
 from .replay_ops import DEOPT, TASK_CALLER, Link, Refused, TaskSlot
@@ -780,9 +781,11 @@ class ReplayRun:
         out = {}
         for position, ret in wanted:
             reaction = plan.reactions[position]
-            actors = {bytes.fromhex(r.actor) for r in plan.reactors if r.name in plan.members(reaction.reactor)}
+            members = plan.members(reaction.reactor)
+            actors = {r.actor for r in plan.reactors if r.name in members and r.actor}
             for ev in events:
-                if (getattr(ev, "target", None) == reaction.target and getattr(ev, "actor", None) in actors
+                if (type(ev) is Submit and ev.kind == reaction.op and key_text(ev.target) == reaction.target
+                        and (ev.kind == TASK or key_text(ev.actor) in actors)
                         and ev.num_returns == len(reaction.outputs) and (ev.index, ret) not in passed):
                     oid = trace.ref_id(ev.index, ret)
                     if oid in table:
@@ -902,8 +905,8 @@ class ReplayRun:
                 found.append((conn, tok, None))
                 continue
             e = self.rt.object_table.get(oid) if oid in self.made_before else None
-            if e is None or e.state != READY:
-                return False
+            if e is None or e.state != READY or e.desc[2]:
+                return False                    # (not here yet, or nesting refs a relay would not lend)
             found.append((conn, None, e.desc))
         ext = self.ext
         for conn, tok, desc in found:
@@ -912,9 +915,19 @@ class ReplayRun:
             elif tok.path is not None:
                 path = f"{tok.path}.r{os.urandom(3).hex()}"
                 os.link(tok.path, path)
-                self.write(link, ext.frame_for(conn, idx, tok, path))
+                if not self.write(link, ext.frame_for(conn, idx, tok, path)):
+                    ext.free_segment(path)      # (the worker is gone)
             else:
                 self.write(link, ext.frame_for(conn, idx, tok))
+        return True
+
+    def relayable(self, oid, ret, position):
+        """Whether a ref the plan does not know may stand at a relay slot: a ready value of the dynamic table
+        (made before recording, say); if so it is noted with the results made before the run."""
+        e = self.rt.object_table.get(oid)
+        if e is None or e.state != READY or e.desc[2]:
+            return False
+        self.made_before[oid] = (-1, ret, position)
         return True
 
     def writer_at(self, key):
@@ -959,8 +972,8 @@ class ReplayRun:
             return True
         op = self.ops[(index - self.start) % self.P]
         link = op.link
-        if link is None or link.dead or op.pool is not None:
-            return True                            # (a pool's call: cancelled dynamically, after the run)
+        if link is None or link.dead or op.pool is not None or op.relayed:
+            return True                            # (a pool's call, or a relayed result: cancelled after the run)
 
         def unfinished():
             try:
@@ -1126,10 +1139,8 @@ class ReplayRun:
                 index, ret, conn = key
                 oid = given.get((index, ret))
                 alive = oid is not None and counts.get(oid)
-                if alive and (not old or (conn, index) in adopting or conn in relayed):
-                    # (lent nested in an argument: kept until it has come; a result of a loop in completion
-                    # order: kept while the script holds it, however late it passes it on)
-                    left.append(key)
+                if alive and (not old or (conn, index) in adopting):
+                    left.append(key)                # (lent nested in an argument: kept until it has come)
                     continue
                 if alive and oid not in objects:
                     tok = cache.pop((conn, index), None)
@@ -1138,6 +1149,9 @@ class ReplayRun:
                         continue
                     promote.append((oid, tok))
                     given.pop((index, ret), None)
+                    if conn in relayed:
+                        # A result of a loop in completion order passed on late: relayed from the dynamic table.
+                        self.made_before[oid] = (index, ret, self.plan.position(index))
                     continue
                 # Nobody can name it any more (a dead ref is never passed again): free it now.
                 given.pop((index, ret), None)
@@ -1150,12 +1164,24 @@ class ReplayRun:
                 kept.append((start, left))
         kept.append((idx, []))
         self.fast.windows = kept
+        if self.plan.pools and self.periods % 16 == 0:
+            # A member the script seldom calls reads the tokens sent to every member only when called: it is
+            # told now and then which it may forget.
+            age = self.ext.control_frame(self.ext.AGE, idx)
+            for pool in self.plan.pools:
+                for name in pool.members:
+                    link = self.links[name]
+                    if not link.dead:
+                        self.write(link, age)
         if relayed:
             fast = self.fast
             fast.made = {oid: made for oid, made in fast.made.items() if given.get(made) == oid}
             if fast.pool_writer:
                 oldest = kept[0][0]
                 fast.pool_writer = {i: w for i, w in fast.pool_writer.items() if i >= oldest}
+            if self.periods % 64 == 0:
+                for oid in [oid for oid in self.made_before if not counts.get(oid)]:
+                    del self.made_before[oid]       # (the script dropped it: never passed on)
         if promote:
             self._adopt(promote)
 

@@ -89,7 +89,7 @@ class NestedRefs:
             literal_args = [a.nested for a in reaction.args if a.input is None]
             if any(literal_args):
                 self.expected[reaction.position] = literal_args
-                if not run.plan.reactor(reaction.reactor).concurrent:
+                if not any(run.plan.reactor(m).concurrent for m in run.plan.members(reaction.reactor)):
                     self.local.add(reaction.position)
         # Connections only ever passed on nested (as refs): a value made before the run need not be ready, nor
         # sent anywhere, for replay to begin (Ray does not wait for a ref it only passes).
@@ -177,7 +177,7 @@ class NestedRefs:
         death error (a callee waits for them there)."""
         run = self.run
         adopting = run.fast.adopting
-        lost = [key for key in adopting if run.writer_of.get(key[0]) == name]
+        lost = [key for key in adopting if run.writer_at(key) == name]
         if not lost:
             return
         desc = (serialization.INLINE, payload, [], True)

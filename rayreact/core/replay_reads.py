@@ -109,7 +109,9 @@ class OffPlanReads:
         keys = []
         for oid in object_ids:
             index_ret = made.get(oid)
-            if index_ret is not None:
+            if index_ret is not None and index_ret[0] < run.first and oid in table:
+                keys.append(None)           # a value the run started from: the dynamic table holds it, ready
+            elif index_ret is not None:
                 index, ret = index_ret
                 keys.append((reactions[(index - start) % period].outputs[ret], index))
             elif oid in table:

@@ -65,11 +65,13 @@ MAX_LENGTH = 64           # completion-order periods are a few events (a wait, a
 MAX_WINDOW = 1024         # events searched: the work stays under MAX_LENGTH * MAX_WINDOW comparisons
 
 
-def find_pooled(trace: Trace, repeats: int = 2, window: int | None = MAX_WINDOW) -> PooledPattern | None:
+def find_pooled(trace: Trace, repeats: int = 2, window: int | None = MAX_WINDOW,
+                rotations: bool = False) -> PooledPattern | None:
     """The shortest completion-order pattern over the end of ``trace``, or None.  Its region holds at least
     ``repeats`` periods for each member of its largest pool, and at least one ref reached back a different
     number of periods from one period to the next, or a pool's actors were called in no fixed rotation.  A fixed but uneven schedule over actors of one class
-    can look like this for a while: the caller takes the pattern as a description, not a verdict."""
+    can look like this for a while: the caller takes the pattern as a description, not a verdict.
+    ``rotations``: a pool whose actors happen to rotate counts too (the caller saw such a rotation break)."""
     window = MAX_WINDOW if window is None else min(window, MAX_WINDOW)
     events = trace.events[-window:]
     base = trace.first_index + len(trace.events) - len(events)
@@ -84,7 +86,8 @@ def find_pooled(trace: Trace, repeats: int = 2, window: int | None = MAX_WINDOW)
         if not any(type(events[start + q]) is Submit for q in range(length)):
             continue
         pools = _pools(trace, events, start, n, length)
-        if not varied and not any(_irregular(events, start + p.position, n, length) for p in pools):
+        if not varied and not (pools if rotations else
+                               any(_irregular(events, start + p.position, n, length) for p in pools)):
             if start == 0:
                 return None     # the whole window repeats every ``length`` events and nothing varies
             continue
@@ -201,12 +204,15 @@ def _pools(trace, events, start, n, length):
             continue
         # Also the actors of its class given the same call before the region (the loop's first round, made
         # before it began): their results are still to be passed on when the loop replays.
-        cls = trace.actors[first.actor].class_key
+        info = trace.actors.get(first.actor)
+        if info is None:
+            continue                    # (created before recording: not pooled, see _pooled_signature)
+        cls = info.class_key
         killed = {e.actor for e in events if type(e) is ActorKill}
         same = [e.actor for e in events[:start] if type(e) is Submit and e.kind == ACTOR_METHOD
                 and e.target == first.target and getattr(trace.actors.get(e.actor), "class_key", None) == cls
                 and e.actor not in killed]
         members = tuple(dict.fromkeys([e.actor for e in at] + same))
         if len(members) > 1:
-            pools.append(Pool(q, str(trace.actors[first.actor].class_key), str(first.target), members))
+            pools.append(Pool(q, str(cls), str(first.target), members))
     return tuple(pools)

@@ -138,6 +138,9 @@ class Reactor(RuntimeFront):
         self.fallbacks = []              # (when, reason, periods replayed)
         self.refusals = collections.OrderedDict()   # reason -> count
         self.completion_order = None     # set per recording (_start_recording)
+        # A run ended because the script called another actor of the class the plan expected there: the
+        # script picks actors in completion order, however regular their rotation looked.
+        self.rotation_broke = False
         self.cooldown = 0
         self.backoff = COOLDOWN_FIRST
         self.repeats = REPEATS           # full periods a plan needs before replay; grows while runs end early
@@ -286,6 +289,7 @@ class Reactor(RuntimeFront):
                 self.deopt("reset")
             self.backoff = COOLDOWN_FIRST
             self.repeats = REPEATS
+            self.rotation_broke = False
             self._start_recording()
 
     # ================================================================== recording
@@ -374,7 +378,7 @@ class Reactor(RuntimeFront):
         (None, None): none, one whose plan cannot run (``completion_order`` says why), or one spanning no
         more calls than the ``fixed`` plan infer found."""
         calls = rec.trace.without_reads()
-        pattern = find_pooled(calls, repeats=self.repeats)
+        pattern = find_pooled(calls, repeats=self.repeats, rotations=self.rotation_broke)
         if pattern is None:
             if fixed is None:
                 described = find_pooled(rec.trace, repeats=self.repeats)
@@ -383,7 +387,7 @@ class Reactor(RuntimeFront):
         if fixed is not None:
             fixed_calls = (fixed.end - fixed.start if fixed.reads_excluded
                            else rec.trace.calls_between(fixed.start, fixed.end))
-            if pattern.end - pattern.start <= fixed_calls:
+            if pattern.end - pattern.start < fixed_calls + (0 if self.rotation_broke else 1):
                 return None, None
         plan = dataclasses.replace(infer_pooled(calls, pattern, task_slots=self._task_slots()),
                                    reads_excluded=True)
@@ -1224,6 +1228,12 @@ class ReplayRun:
     def deviate_call(self, actor_id, method, how):
         """``deviate`` for a call of ``method`` (``how`` it differs from the plan's, or None: another call)."""
         name = self.call_name(actor_id, method)
+        op = self.ops[(self.idx - self.start) % self.P]
+        if op.kind == self.ext.CALL and op.method == method and actor_id not in (op.actor, TASK_CALLER):
+            called = self.rt.actors.get(actor_id)
+            expected = op.link.actor
+            if called is not None and called.class_name == getattr(expected, "class_name", None):
+                self.reactor.rotation_broke = True  # (another actor of the class the plan expected)
         return self.deviate(f"a call of {name}" if how is None else f"{name} {how}")
 
     def rerunnable_worker_lost(self):

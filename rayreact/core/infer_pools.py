@@ -66,12 +66,13 @@ MAX_WINDOW = 1024         # events searched: the work stays under MAX_LENGTH * M
 
 
 def find_pooled(trace: Trace, repeats: int = 2, window: int | None = MAX_WINDOW,
-                rotations: bool = False) -> PooledPattern | None:
+                rotations: frozenset = frozenset()) -> PooledPattern | None:
     """The shortest completion-order pattern over the end of ``trace``, or None.  Its region holds at least
     ``repeats`` periods for each member of its largest pool, and at least one ref reached back a different
     number of periods from one period to the next, or a pool's actors were called in no fixed rotation.  A fixed but uneven schedule over actors of one class
     can look like this for a while: the caller takes the pattern as a description, not a verdict.
-    ``rotations``: a pool whose actors happen to rotate counts too (the caller saw such a rotation break)."""
+    ``rotations``: methods whose pools count even where their actors happen to rotate (the caller saw such a
+    rotation break)."""
     window = MAX_WINDOW if window is None else min(window, MAX_WINDOW)
     events = trace.events[-window:]
     base = trace.first_index + len(trace.events) - len(events)
@@ -86,8 +87,8 @@ def find_pooled(trace: Trace, repeats: int = 2, window: int | None = MAX_WINDOW,
         if not any(type(events[start + q]) is Submit for q in range(length)):
             continue
         pools = _pools(trace, events, start, n, length)
-        if not varied and not (pools if rotations else
-                               any(_irregular(events, start + p.position, n, length) for p in pools)):
+        if not varied and not any(p.method in rotations or _irregular(events, start + p.position, n, length)
+                                  for p in pools):
             if start == 0:
                 return None     # the whole window repeats every ``length`` events and nothing varies
             continue

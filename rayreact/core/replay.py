@@ -138,9 +138,9 @@ class Reactor(RuntimeFront):
         self.fallbacks = []              # (when, reason, periods replayed)
         self.refusals = collections.OrderedDict()   # reason -> count
         self.completion_order = None     # set per recording (_start_recording)
-        # A run ended because the script called another actor of the class the plan expected there: the
-        # script picks actors in completion order, however regular their rotation looked.
-        self.rotation_broke = False
+        # Methods whose run ended because the script called another actor of the class the plan expected
+        # there: the script picks their actors in completion order, however regular the rotation looked.
+        self.rotation_broke = frozenset()
         self.cooldown = 0
         self.backoff = COOLDOWN_FIRST
         self.repeats = REPEATS           # full periods a plan needs before replay; grows while runs end early
@@ -289,7 +289,7 @@ class Reactor(RuntimeFront):
                 self.deopt("reset")
             self.backoff = COOLDOWN_FIRST
             self.repeats = REPEATS
-            self.rotation_broke = False
+            self.rotation_broke = frozenset()
             self._start_recording()
 
     # ================================================================== recording
@@ -387,7 +387,8 @@ class Reactor(RuntimeFront):
         if fixed is not None:
             fixed_calls = (fixed.end - fixed.start if fixed.reads_excluded
                            else rec.trace.calls_between(fixed.start, fixed.end))
-            if pattern.end - pattern.start < fixed_calls + (0 if self.rotation_broke else 1):
+            broke = any(p.method in self.rotation_broke for p in pattern.pools)
+            if pattern.end - pattern.start < fixed_calls + (0 if broke else 1):
                 return None, None
         plan = dataclasses.replace(infer_pooled(calls, pattern, task_slots=self._task_slots()),
                                    reads_excluded=True)
@@ -1233,7 +1234,7 @@ class ReplayRun:
             called = self.rt.actors.get(actor_id)
             expected = op.link.actor
             if called is not None and called.class_name == getattr(expected, "class_name", None):
-                self.reactor.rotation_broke = True  # (another actor of the class the plan expected)
+                self.reactor.rotation_broke |= {method}     # (another actor of the class the plan expected)
         return self.deviate(f"a call of {name}" if how is None else f"{name} {how}")
 
     def rerunnable_worker_lost(self):

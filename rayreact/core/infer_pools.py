@@ -66,13 +66,13 @@ MAX_WINDOW = 1024         # events searched: the work stays under MAX_LENGTH * M
 
 
 def find_pooled(trace: Trace, repeats: int = 2, window: int | None = MAX_WINDOW,
-                rotations: frozenset = frozenset()) -> PooledPattern | None:
+                rotations: frozenset = frozenset(), exclude: frozenset = frozenset()) -> PooledPattern | None:
     """The shortest completion-order pattern over the end of ``trace``, or None.  Its region holds at least
     ``repeats`` periods for each member of its largest pool, and at least one ref reached back a different
     number of periods from one period to the next, or a pool's actors were called in no fixed rotation.  A fixed but uneven schedule over actors of one class
     can look like this for a while: the caller takes the pattern as a description, not a verdict.
     ``rotations``: methods whose pools count even where their actors happen to rotate (the caller saw such a
-    rotation break)."""
+    rotation break).  ``exclude``: actors that are no members (dead ones: a pool names the actors it may call)."""
     window = MAX_WINDOW if window is None else min(window, MAX_WINDOW)
     events = trace.events[-window:]
     base = trace.first_index + len(trace.events) - len(events)
@@ -86,7 +86,7 @@ def find_pooled(trace: Trace, repeats: int = 2, window: int | None = MAX_WINDOW,
         start, modes, varied = found
         if not any(type(events[start + q]) is Submit for q in range(length)):
             continue
-        pools = _pools(trace, events, start, n, length)
+        pools = _pools(trace, events, start, n, length, exclude)
         if not varied and not any(p.method in rotations or _irregular(events, start + p.position, n, length)
                                   for p in pools):
             if start == 0:
@@ -196,7 +196,7 @@ def _irregular(events, first, n, length):
                    for p in range(1, min(MAX_LENGTH, len(called) // 2) + 1))
 
 
-def _pools(trace, events, start, n, length):
+def _pools(trace, events, start, n, length, exclude=frozenset()):
     pools = []
     for q in range(length):
         at = [events[t] for t in range(start + q, n, length)]
@@ -209,11 +209,11 @@ def _pools(trace, events, start, n, length):
         if info is None:
             continue                    # (created before recording: not pooled, see _pooled_signature)
         cls = info.class_key
-        killed = {e.actor for e in events if type(e) is ActorKill}
+        killed = {e.actor for e in events if type(e) is ActorKill} | exclude
         same = [e.actor for e in events[:start] if type(e) is Submit and e.kind == ACTOR_METHOD
                 and e.target == first.target and getattr(trace.actors.get(e.actor), "class_key", None) == cls
                 and e.actor not in killed]
-        members = tuple(dict.fromkeys([e.actor for e in at] + same))
+        members = tuple(a for a in dict.fromkeys([e.actor for e in at] + same) if a not in exclude)
         if len(members) > 1:
             pools.append(Pool(q, str(cls), str(first.target), members))
     return tuple(pools)

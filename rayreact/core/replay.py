@@ -378,7 +378,9 @@ class Reactor(RuntimeFront):
         (None, None): none, one whose plan cannot run (``completion_order`` says why), or one spanning no
         more calls than the ``fixed`` plan infer found."""
         calls = rec.trace.without_reads()
-        pattern = find_pooled(calls, repeats=self.repeats, rotations=self.rotation_broke)
+        with self.rt.lock:
+            dead = frozenset(aid for aid, a in self.rt.actors.items() if a.state == "DEAD")
+        pattern = find_pooled(calls, repeats=self.repeats, rotations=self.rotation_broke, exclude=dead)
         if pattern is None:
             if fixed is None:
                 described = find_pooled(rec.trace, repeats=self.repeats)
@@ -392,9 +394,10 @@ class Reactor(RuntimeFront):
                 return None, None
         plan = dataclasses.replace(infer_pooled(calls, pattern, task_slots=self._task_slots()),
                                    reads_excluded=True)
-        if not plan.replayable:
-            self.completion_order = pattern.reason(plan.blockers)
-            return None, None
+        refused = admission.refusals(plan, calls)
+        if refused:
+            self.completion_order = pattern.reason(refused)
+            return None, None               # (a fixed plan, if there is one, may still run)
         return plan, calls
 
     def _task_slots(self):
@@ -873,22 +876,25 @@ class ReplayRun:
     def windows(self):
         return self.fast.windows
 
-    def send_desc(self, link, conn, producer, desc, owned=False):
+    def send_desc(self, link, conn, producer, desc, owned=False, pin=True):
         """A TOKEN frame to a worker from a dynamic object descriptor (a segment gets the reader's own link).
 
-        A file the dynamic table owns stays mapped here for the run, so the segment
-        pool cannot recycle it before the reader has mapped its link."""
+        A file the dynamic table owns stays mapped here for the run (``pin``), so the segment
+        pool cannot recycle it before the reader has mapped its link.  (The reader's link alone keeps the
+        pool from recycling it too: a relay, which happens every period, pins nothing.)"""
         ext = self.ext
         flags = ext.F_ERROR if desc[3] else 0
+        path = None
         if desc[0] == serialization.SEGMENT:
-            if not owned:
+            if not owned and pin:
                 self.seed_views.append(self.rt.object_table.view_segment(desc[1]))
             path = f"{desc[1]}.s{self.number}.{link.w.index}.{os.urandom(3).hex()}"
             os.link(desc[1], path)
             frame = ext.token_frame(conn, producer, flags | ext.F_SEGMENT, path)
         else:
             frame = ext.token_frame(conn, producer, flags, desc[1])
-        self.write(link, frame)
+        if not self.write(link, frame) and path is not None:
+            ext.free_segment(path)              # (the worker is gone)
 
     def write(self, link, frame):
         return self.fast.write(link, frame)
@@ -902,8 +908,10 @@ class ReplayRun:
         found = []
         for conn, out_conn, producer, oid in relays:
             key = (out_conn, producer)
-            tok = fast.known(key)
-            if tok is None and producer >= self.first:
+            # (made before the run, or moved to the dynamic table since: its value is there, whatever became
+            # of its writer)
+            tok = None if oid in self.made_before else fast.known(key)
+            if tok is None and producer >= self.first and oid not in self.made_before:
                 fast.drain()
                 tok = fast.known(key)
             if tok is not None:
@@ -916,7 +924,7 @@ class ReplayRun:
         ext = self.ext
         for conn, tok, desc in found:
             if desc is not None:
-                self.send_desc(link, conn, idx, desc)
+                self.send_desc(link, conn, idx, desc, pin=False)
             elif tok.path is not None:
                 path = f"{tok.path}.r{os.urandom(3).hex()}"
                 os.link(tok.path, path)
@@ -1230,7 +1238,8 @@ class ReplayRun:
         """``deviate`` for a call of ``method`` (``how`` it differs from the plan's, or None: another call)."""
         name = self.call_name(actor_id, method)
         op = self.ops[(self.idx - self.start) % self.P]
-        if op.kind == self.ext.CALL and op.method == method and actor_id not in (op.actor, TASK_CALLER):
+        if (op.kind == self.ext.CALL and op.method == method and actor_id not in (op.actor, TASK_CALLER)
+                and (op.pool is None or actor_id not in op.pool)):
             called = self.rt.actors.get(actor_id)
             expected = op.link.actor
             if called is not None and called.class_name == getattr(expected, "class_name", None):

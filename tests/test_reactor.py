@@ -1716,6 +1716,21 @@ def test_a_loop_in_completion_order_over_tasks_replays(ray):
     expect_replayed(ray, 50)
 
 
+def test_a_lock_step_loop_that_skips_an_actor_once_keeps_replaying(ray):
+    # One iteration leaves an env out: a call on another actor of the class the plan expected.  Its actors
+    # may be retried, so no pooled plan is allowed: the fixed one must come back, and every env's steps run
+    # in order, once each.
+    envs = [ray.remote(max_task_retries=1)(Env).remote(k) for k in range(4)]
+    action = 0.0
+    for i in range(240):
+        stepped = [e for k, e in enumerate(envs) if not (i == 50 and k == 1)]
+        results = ray.get([e.step.remote(action) for e in stepped])
+        action = float(int(results[0][1]) % 3)
+    histories = ray.get([e.history.remote() for e in envs])
+    assert [len(h) for h in histories] == [240, 239, 240, 240]
+    expect_replayed(ray, 120)
+
+
 class Squarer:
     def __init__(self, k):
         self.k, self.calls = k, 0

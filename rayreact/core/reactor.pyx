@@ -103,6 +103,7 @@ A_LITERAL = 0
 A_PERIOD = 1
 A_CONST = 2
 RELAYED = -1            # the driver's spec distance of a ref it relays (made any number of periods before)
+cdef int64_t C_RELAYED = RELAYED         # (compared per ref argument on the call path: a C constant)
 
 TOKEN_HEADER = struct.Struct("<BIqB")      # kind, connection, producer index, flags
 INVOKE_HEADER = struct.Struct("<BqB")      # kind, index, payload kind (0 none, 1 inline, 2 segment, 3 below)
@@ -1429,7 +1430,7 @@ cdef class DriverPath:
                 return self.run.deviate_call(actor_id, method, "with a value where a ref was passed")
             const = spec[3]
             if const is None:
-                if <int64_t>spec[1] == RELAYED:
+                if <int64_t>spec[1] == C_RELAYED:
                     made = self.made.get(value._id)
                     if made is not None:
                         if made[1] != spec[2] or (<int64_t>made[0] - self.start) % self.period != <int64_t>spec[4]:

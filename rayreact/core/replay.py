@@ -907,17 +907,19 @@ class ReplayRun:
         fast = self.fast
         found = []
         for conn, out_conn, producer, oid in relays:
-            key = (out_conn, producer)
-            # (made before the run, or moved to the dynamic table since: its value is there, whatever became
-            # of its writer)
-            tok = None if oid in self.made_before else fast.known(key)
-            if tok is None and producer >= self.first and oid not in self.made_before:
-                fast.drain()
+            if oid not in self.made_before:
+                key = (out_conn, producer)
                 tok = fast.known(key)
-            if tok is not None:
+                if tok is None:
+                    fast.drain()
+                    tok = fast.known(key)
+                if tok is None:
+                    return False
                 found.append((conn, tok, None))
                 continue
-            e = self.rt.object_table.get(oid) if oid in self.made_before else None
+            # Made before the run, or moved to the dynamic table since: its value is there, whatever became of
+            # its writer.
+            e = self.rt.object_table.get(oid)
             if e is None or e.state != READY or e.desc[2]:
                 return False                    # (not here yet, or nesting refs a relay would not lend)
             found.append((conn, None, e.desc))

@@ -1764,3 +1764,95 @@ def test_an_uneven_fixed_schedule_over_actors_of_one_class_replays(ray):
             want.append((k, calls[k], i))
     assert got == want
     expect_replayed(ray, 20)
+
+
+class Sampler:
+    def __init__(self):
+        self.n = 0
+
+    def sample(self, k):
+        self.n += 1
+        return [self.n] * k
+
+
+class Trainer:
+    def __init__(self):
+        self.steps, self.seen = 0, []
+
+    def train(self, batch):
+        self.steps += 1
+        self.seen.append(sum(batch))
+        return self.steps
+
+    def get_weights(self):
+        return np.full(4, float(self.steps))
+
+    def log(self):
+        return self.seen
+
+
+class Explorer:
+    def __init__(self, k):
+        self.k, self.chunks = k, []
+
+    def explore(self, weights, n):
+        self.chunks.append(float(weights[0]) + n)
+        return self.k, len(self.chunks)
+
+    def log(self):
+        return self.chunks
+
+
+def test_blocks_of_calls_in_any_order_replay_and_keep_every_result(ray):
+    # Ape-X's shape: by (seeded) choice, the learner's step (a sample fed to train), an explorer's chunk from the
+    # latest weights, and now and then a look at the weights.  No period repeats; every call is of a block.
+    sampler, trainer = ray.remote(Sampler).remote(), ray.remote(Trainer).remote()
+    explorers = [ray.remote(Explorer).remote(k) for k in range(3)]
+    weights = trainer.get_weights.remote()
+    in_flight = {e.explore.remote(weights, 1): ("explore", e) for e in explorers}
+    in_flight[trainer.train.remote(sampler.sample.remote(2))] = ("learn", trainer)
+    choice = np.random.default_rng(11)
+    learned, results = 0, []
+    for _ in range(300):
+        refs = list(in_flight)
+        ray.wait(refs, num_returns=len(refs))
+        taken = refs[int(choice.integers(len(refs)))]
+        kind, actor = in_flight.pop(taken)
+        results.append(ray.get(taken))
+        if kind == "learn":
+            learned += 1
+            if learned % 4 == 0:
+                weights = trainer.get_weights.remote()
+                ray.wait([weights])
+            in_flight[trainer.train.remote(sampler.sample.remote(2))] = ("learn", trainer)
+        else:
+            in_flight[actor.explore.remote(weights, len(results))] = ("explore", actor)
+    ray.wait(list(in_flight), num_returns=len(in_flight))
+    logs = ray.get([trainer.log.remote()] + [e.log.remote() for e in explorers])
+    # The same choices made in-process.
+    local_sampler, local_trainer = Sampler(), Trainer()
+    local_explorers = [Explorer(k) for k in range(3)]
+    local_weights = local_trainer.get_weights()
+    made = {("explore", k): local_explorers[k].explore(local_weights, 1) for k in range(3)}
+    made[("learn", None)] = local_trainer.train(local_sampler.sample(2))
+    order = [("explore", k) for k in range(3)] + [("learn", None)]
+    choice = np.random.default_rng(11)
+    learned, want = 0, []
+    for _ in range(300):
+        key = order.pop(int(choice.integers(len(order))))
+        want.append(made.pop(key))
+        if key[0] == "learn":
+            learned += 1
+            if learned % 4 == 0:
+                local_weights = local_trainer.get_weights()
+            made[key] = local_trainer.train(local_sampler.sample(2))
+        else:
+            made[key] = local_explorers[key[1]].explore(local_weights, len(want))
+        order.append(key)
+    assert [tuple(r) if isinstance(r, list) else r for r in results] == [
+        tuple(r) if isinstance(r, list) else r for r in want]
+    assert logs == [local_trainer.log()] + [e.log() for e in local_explorers]
+    expect_replayed(ray, 40)
+    if ray.backend_name == "rayreact":
+        said = str(ray.explain(quiet=True))
+        assert "blocks of calls taken in any order" in said, said

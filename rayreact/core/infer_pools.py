@@ -66,20 +66,25 @@ MAX_WINDOW = 1024         # events searched: the work stays under MAX_LENGTH * M
 
 
 def find_pooled(trace: Trace, repeats: int = 2, window: int | None = MAX_WINDOW,
-                rotations: frozenset = frozenset(), exclude: frozenset = frozenset()) -> PooledPattern | None:
+                rotations: frozenset = frozenset(), exclude: frozenset = frozenset(),
+                length: int | None = None) -> PooledPattern | None:
     """The shortest completion-order pattern over the end of ``trace``, or None.  Its region holds at least
     ``repeats`` periods for each member of its largest pool, and at least one ref reached back a different
     number of periods from one period to the next, or a pool's actors were called in no fixed rotation.  A fixed but uneven schedule over actors of one class
     can look like this for a while: the caller takes the pattern as a description, not a verdict.
     ``rotations``: methods whose pools count even where their actors happen to rotate (the caller saw such a
-    rotation break).  ``exclude``: actors that are no members (dead ones: a pool names the actors it may call)."""
+    rotation break).  ``exclude``: actors that are no members (dead ones: a pool names the actors it may call).
+    ``length``: that period only, taken even if nothing varies in it (``infer_blocks`` lays its calls out in a
+    period whose order varies by construction)."""
     window = MAX_WINDOW if window is None else min(window, MAX_WINDOW)
     events = trace.events[-window:]
     base = trace.first_index + len(trace.events) - len(events)
     n = len(events)
     sigs = [_pooled_signature(e, trace) for e in events]
     refs = [ref_slots(e) for e in events]
-    for length in range(1, min(MAX_LENGTH, n // (2 * repeats)) + 1):
+    lengths = range(1, min(MAX_LENGTH, n // (2 * repeats)) + 1) if length is None else (length,)
+    laid_out = length is not None
+    for length in lengths:
         found = _region(sigs, refs, base, length)
         if found is None:
             continue
@@ -87,7 +92,7 @@ def find_pooled(trace: Trace, repeats: int = 2, window: int | None = MAX_WINDOW,
         if not any(type(events[start + q]) is Submit for q in range(length)):
             continue
         pools = _pools(trace, events, start, n, length, exclude)
-        if not varied and not any(p.method in rotations or _irregular(events, start + p.position, n, length)
+        if not varied and not laid_out and not any(p.method in rotations or _irregular(events, start + p.position, n, length)
                                   for p in pools):
             if start == 0:
                 return None     # the whole window repeats every ``length`` events and nothing varies

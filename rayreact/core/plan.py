@@ -23,6 +23,9 @@ after ``start``) sits at position ``(i - start) % period``.
 - ``pools``: a position whose call goes to whichever of several actors of one
   class (a loop in completion order) runs on a reactor per member, each with that
   one position in its schedule; ``Reaction.reactor`` names the pool.
+- ``blocks``: a loop whose blocks of calls come in any order lays them out in
+  one period (``core.infer_blocks``); a call that begins another block than the
+  one at the driver's position skips to it, in this period or the next.
 - ``guard`` is what the driver checks, per position, before treating a call as
   the pattern's.
 - ``seeds(first_index)`` lists the values, made before replay begins at
@@ -198,6 +201,9 @@ class Plan:
     # puts only, and every read is served off the plan.
     reads_excluded: bool = False
     pools: tuple[Pool, ...] = ()
+    # A loop of blocks taken in any order (core.infer_blocks): the position where each block begins.  The driver
+    # skips from one block's beginning to another's; what a skipped position would have made nobody names.
+    blocks: tuple[int, ...] = ()
 
     @property
     def replayable(self) -> bool:
@@ -269,6 +275,9 @@ class Plan:
             lines.append(f"  c{c.id}: {src} [{c.reactor}] -> {uses}; capacity {c.capacity}{flags}")
         lines.extend(f"  {p.name}: a loop in completion order, position {p.position} goes to whichever of "
                      f"{', '.join(p.members)} the script calls" for p in self.pools)
+        if self.blocks:
+            lines.append(f"  blocks of calls taken in any order, beginning at positions "
+                         f"{', '.join(map(str, self.blocks))}")
         lines.extend(f"  blocker: {b}" for b in self.blockers)
         return "\n".join(lines)
 

@@ -1266,6 +1266,13 @@ cdef class LastLiterals:
 
 
 
+cdef bint _calls(Op op, actor_id, method, tuple args, dict kwargs, int nret):
+    """Whether a call matches ``op``'s kind, actor (any member of a pool), method and arity."""
+    return (op.kind == CALL and (op.actor == actor_id or (op.pool is not None and actor_id in op.pool))
+            and op.method == method and op.nret == nret and len(args) == op.nargs
+            and (tuple(kwargs) if kwargs else ()) == op.kwnames)
+
+
 cdef class DriverPath:
     """The driver's per-call replay path: guard check, one frame, a light ref; gets read tokens directly.
 
@@ -1306,7 +1313,8 @@ cdef class DriverPath:
     cdef object deopt
     cdef LastLiterals last_literals
     cdef public set cancelled          # results of actor calls ray.cancel named before they finished
-    cdef public int64_t skipped        # the plan's reads the script went on without (skip_reads)
+    cdef public int64_t skipped        # positions the script went on without: the plan's reads (skip_reads), and
+                                       # the positions of the blocks it did not take (_skip_to_block)
     cdef public set forgotten          # (conn, index) of results for the driver whose refs died before they came
     cdef public dict adopting          # (conn, index) -> the id the dynamic table waits for (replay_nested)
     # Loops in completion order (plan pools): who made each pooled result, and the refs a relay may name.
@@ -1314,6 +1322,7 @@ cdef class DriverPath:
     cdef public frozenset pool_names   # writer_of's names for a pool (the writer is then per index)
     cdef public dict made              # ref id -> (index, ret) of the results of relayed positions
     cdef public dict made_before       # ref id -> (index, ret, position) of those made before the run
+    cdef public frozenset block_starts # a loop of blocks in any order (Plan.blocks): where each block begins
 
     def __init__(self, run, ops, int64_t start, int64_t period, int64_t first, outs, Gather gather, double spin,
                  const_conns, writer_of, ref_type, new_id, deopt, poller):
@@ -1348,6 +1357,7 @@ cdef class DriverPath:
         self.pool_names = frozenset()
         self.made = {}
         self.made_before = {}
+        self.block_starts = frozenset()
 
     # ------------------------------------------------------------------ calls
     cdef object _literal_frame(self, list literals, int64_t idx, link):
@@ -1389,6 +1399,27 @@ cdef class DriverPath:
             op = <Op>self.ops[q]
         return began
 
+    cdef int _skip_to_block(self, actor_id, method, tuple args, dict kwargs, int nret) except -1:
+        """A call that begins another block than the one here: move to that block's beginning, in this period
+        or the next (the positions between are never invoked: no worker waits for them, and the guard of a
+        ref to what they would have made finds no such ref).  Returns 1 if that began a period, else 0."""
+        cdef int64_t idx = self.idx
+        cdef int64_t q = (idx - self.start) % self.period
+        cdef int64_t p, ahead, period_start
+        for p in sorted(self.block_starts):
+            if p != q and _calls(<Op>self.ops[p], actor_id, method, args, kwargs, nret):
+                break
+        else:
+            return 0                          # no block begins so: the caller deviates
+        ahead = p - q if p > q else self.period - q + p
+        period_start = idx + (self.period - q) % self.period     # the next period's first index (idx itself at 0)
+        self.idx = idx + ahead
+        self.skipped += ahead
+        if period_start < idx + ahead and period_start != self.first:
+            self.run.begin_period(period_start)
+            return 1
+        return 0
+
     def call(self, actor_id, method, tuple args, dict kwargs, int nret):
         cdef int64_t idx = self.idx
         cdef int64_t q = (idx - self.start) % self.period
@@ -1399,6 +1430,11 @@ cdef class DriverPath:
         cdef int began = 0
         if op.kind == GET or op.kind == WAIT:
             began = self.skip_reads()
+            idx = self.idx
+            q = (idx - self.start) % self.period
+            op = <Op>self.ops[q]
+        if self.block_starts and q in self.block_starts and not _calls(op, actor_id, method, args, kwargs, nret):
+            began |= self._skip_to_block(actor_id, method, args, kwargs, nret)
             idx = self.idx
             q = (idx - self.start) % self.period
             op = <Op>self.ops[q]

@@ -83,6 +83,7 @@ from .. import exceptions
 from .refs import ObjectRef, ObjectRefGenerator
 from . import admission, channel, ids, refcount, serialization, submission
 from .infer import infer, infer_pooled
+from .infer_blocks import infer_blocks
 from .infer_pools import find_pooled
 from .plan import key_text
 from .record import ACTOR_METHOD, TASK, ActorInfo, Recorder, Submit, ref_slots
@@ -132,6 +133,7 @@ class Reactor(RuntimeFront):
         self.api_events = 0              # every driver API event so far (explain's share replayed)
         self.recorder = None
         self.pending = None              # a replayable plan waiting for its switch point
+        self.pending_laid = None         # a plan of blocks: (the laid-out trace it counts in, the call it awaits)
         self.run = None
         self.runs = []                   # ended runs (for explain/timeline): summaries, or a run still handing over
         self.draining = []               # runs whose handover thread has not finished
@@ -171,6 +173,7 @@ class Reactor(RuntimeFront):
         self.recorder = Recorder(ObjectRef, ref_id=_ref_id, internal=internal, actors=actors, first_index=self.index)
         self.tasks = {}                  # a plan only names tasks of the trace it came from
         self.pending = None
+        self.pending_laid = None
         self.next_attempt = 8
         self.last_barrier = self.index
         self.completion_order = None     # what infer_pools saw in this recording, if its calls follow no period
@@ -179,6 +182,7 @@ class Reactor(RuntimeFront):
     def _go_dynamic(self, cooldown):
         self.recorder = None
         self.pending = None
+        self.pending_laid = None
         self.cooldown = cooldown
         self.state = DYNAMIC
 
@@ -208,6 +212,11 @@ class Reactor(RuntimeFront):
             return True
         if state is RECORDING:
             plan = self.pending
+            if plan is not None and plan.blocks:
+                # A loop of blocks begins at the next call, whatever block it begins.
+                if self._plan_index(plan) == self.pending_laid[1] and not self.draining:
+                    return self._switch(plan)
+                return False
             # The workers of a run still handing over are busy with it: the next period switches instead.
             if plan is not None and plan.position(self._plan_index(plan)) == plan.switch and not self.draining:
                 return self._switch(plan)
@@ -226,9 +235,14 @@ class Reactor(RuntimeFront):
     def _switch(self, plan):
         self.pending = None
         self.run_counter += 1
-        trace = self.recorder.trace.without_reads() if plan.reads_excluded else self.recorder.trace
+        if plan.blocks:
+            (trace, _), first = self.pending_laid, plan.end
+        else:
+            trace = self.recorder.trace.without_reads() if plan.reads_excluded else self.recorder.trace
+            first = self._plan_index(plan)
+        self.pending_laid = None
         try:
-            run = ReplayRun(self, plan, trace, self._plan_index(plan), self.run_counter)
+            run = ReplayRun(self, plan, trace, first, self.run_counter)
         except Refused as exc:
             self._refuse(str(exc))
             return False
@@ -300,7 +314,10 @@ class Reactor(RuntimeFront):
         if event_kind in ("get", "wait"):
             self.last_barrier = self.index
         plan = self.pending
-        if plan is not None:
+        if plan is not None and plan.blocks:
+            if event_kind not in ("get", "wait"):
+                self.pending = self.pending_laid = None     # (a call it did not begin with: look again)
+        elif plan is not None:
             if not plan.reads_excluded:
                 if not plan.guard.check(rec.trace.events[-1]):
                     self.pending = None
@@ -358,6 +375,14 @@ class Reactor(RuntimeFront):
             pooled, pooled_in = self._pooled_plan(rec, fixed=plan)
             if pooled is not None:
                 plan, found_in = pooled, pooled_in
+        laid = None
+        if rec.reads:
+            # Blocks of calls that come in any order (Ape-X: the learner's step, an explorer's chunk, a look at
+            # the weights): taken where their region spans more of the calls than the plan found above, whose
+            # region is then only the latest run of one block.
+            blocks, laid = self._block_plan(rec, plan, found_in)
+            if blocks is not None:
+                plan, found_in = blocks, laid[0]
         if plan is None:
             if n > MAX_TRACE:
                 self._no_pattern()
@@ -372,6 +397,7 @@ class Reactor(RuntimeFront):
             self._refuse("; ".join(refusals))
             return
         self.pending = plan
+        self.pending_laid = laid if plan.blocks else None
 
     def _pooled_plan(self, rec, fixed):
         """(the plan of a loop in completion order over the calls, the trace it was found in), or
@@ -399,6 +425,25 @@ class Reactor(RuntimeFront):
             self.completion_order = pattern.reason(refused)
             return None, None               # (a fixed plan, if there is one, may still run)
         return plan, calls
+
+    def _block_plan(self, rec, plan, found_in):
+        """(the plan of a loop of blocks in any order, (its laid-out trace, the index of the call it begins
+        with)), or (None, None): none, none that can run, or one spanning no more calls than ``plan``."""
+        calls = rec.trace.without_reads()
+        with self.rt.lock:
+            dead = frozenset(aid for aid, a in self.rt.actors.items() if a.state == "DEAD")
+        found = infer_blocks(calls, repeats=self.repeats, task_slots=self._task_slots(), exclude=dead)
+        if found is None:
+            return None, None
+        blocks, laid, held = found
+        if plan is not None:
+            spanned = (plan.end - plan.start if plan.reads_excluded
+                       else rec.trace.calls_between(plan.start, plan.end))
+            if held <= spanned:
+                return None, None
+        if admission.refusals(blocks, laid):
+            return None, None           # (the plan found above, if any, may still run)
+        return blocks, (laid, self._plan_index(blocks))
 
     def _task_slots(self):
         """How many pool workers a plan's task calls may be dealt over: those started, up to the pool's size;
@@ -733,6 +778,8 @@ class ReplayRun:
             raise Refused("no actor or task in the period")
         seeds = plan.seeds(first_index)
         seed_ids = [trace.ref_id(s.producer, s.ret) for s in seeds]
+        if None in seed_ids:
+            raise Refused("a value the plan starts from was never made (its block was skipped)")
         # Values the plan only passes on as refs (nested in an argument) need not be ready, nor sent anywhere:
         # the run just knows their refs (replay_nested).
         lent_seeds = [(s, oid) for s, oid in zip(seeds, seed_ids) if s.connection in self.nested.ref_only]
@@ -1179,15 +1226,16 @@ class ReplayRun:
                 kept.append((start, left))
         kept.append((idx, []))
         self.fast.windows = kept
-        if self.plan.pools and self.periods % 16 == 0:
-            # A member the script seldom calls reads the tokens sent to every member only when called: it is
-            # told now and then which it may forget.
+        if (self.plan.pools or self.plan.blocks) and self.periods % 16 == 0:
+            # A member the script seldom calls reads the tokens sent to every member only when called, and a
+            # block the script seldom takes forgets old tokens only when it runs: they are told now and then
+            # which they may forget.
             age = self.ext.control_frame(self.ext.AGE, idx)
-            for pool in self.plan.pools:
-                for name in pool.members:
-                    link = self.links[name]
-                    if not link.dead:
-                        self.write(link, age)
+            names = self.links if self.plan.blocks else [m for pool in self.plan.pools for m in pool.members]
+            for name in names:
+                link = self.links[name]
+                if not link.dead:
+                    self.write(link, age)
         if relayed:
             fast = self.fast
             fast.made = {oid: made for oid, made in fast.made.items() if given.get(made) == oid}

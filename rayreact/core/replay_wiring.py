@@ -197,6 +197,7 @@ class Wiring:
             run.gather, run.spin, frozenset(run.const_key), run.writer_of, ObjectRef, ids.new_id, DEOPT,
             run.poller)
         run.fast.pool_names = frozenset(pool.name for pool in run.plan.pools)
+        run.fast.block_starts = frozenset(run.plan.blocks)
         run.fast.made_before = run.made_before
 
     def _start_workers(self, programs):

@@ -11,6 +11,7 @@ import pytest
 from rayreact.core.infer import infer, infer_pooled
 from rayreact.core.infer_blocks import find_blocks, infer_blocks, lay_out
 from rayreact.core.infer_pools import find_pooled
+from rayreact.core.plan import ANY_POSITION
 from rayreact.core.record import Submit
 
 from test_infer import Script
@@ -63,21 +64,21 @@ def test_apex_calls_are_three_blocks_in_any_order():
 def test_the_layout_repeats_and_its_plan_relays_what_crosses_blocks():
     calls = apex(200).without_reads()
     found = find_blocks(calls)
-    laid = lay_out(calls, found)
+    laid, placeholders = lay_out(calls, found)
     assert laid.first_index == calls.first_index
     assert [e.index for e in laid.events] == list(range(laid.first_index, laid.first_index + len(laid.events)))
     # Every real call is there once, renumbered; the placeholders make nothing.
-    real = [e for e in laid.events if type(e) is Submit and None not in e.ref_ids]
+    real = [e for e in laid.events if type(e) is Submit and e.index not in placeholders]
+    assert all(set(laid.event(i).ref_ids) == {None} for i in placeholders)
     assert sorted(e.ref_ids for e in real) == sorted(e.ref_ids for e in calls.events if type(e) is Submit)
-    pattern = find_pooled(laid, repeats=2, length=found.length)
-    assert pattern is not None and pattern.length == found.length
-    plan = infer_pooled(laid, pattern)
+    plan, _, _ = infer_blocks(calls)
     by_method = {r.target: r for r in plan.reactions}
     train, explore = by_method["train"], by_method["explore"]
     (sample_read,) = train.inputs()
     assert plan.connections[sample_read.connection].source == "period" and sample_read.lag == 0
     (weights_read,) = explore.inputs()
-    assert plan.connections[weights_read.connection].source == "relay"
+    relay = plan.connections[weights_read.connection]
+    assert relay.source == "relay" and relay.producer == ANY_POSITION      # any weights the driver holds
     assert [p.members for p in plan.pools] == [tuple(EXPLORERS)] or {
         m for p in plan.pools for m in p.members} == {f"actor:{e}" for e in EXPLORERS}
 
@@ -86,7 +87,7 @@ def test_the_layout_repeats_and_its_plan_relays_what_crosses_blocks():
 def test_a_placeholder_copies_its_block_with_refs_inside_it_moved(seed):
     calls = apex(120, seed=seed).without_reads()
     found = find_blocks(calls)
-    laid = lay_out(calls, found)
+    laid, placeholders = lay_out(calls, found)
     for e in laid.events[found.start - laid.first_index:]:
         assert type(e) is Submit
         if e.target == "train":

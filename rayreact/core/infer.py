@@ -83,7 +83,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from . import admission
-from .plan import (DRIVER, ArgSpec, Connection, Expect, Guard, Input, Plan, Pool, Reaction, Reactor, RefCheck,
+from .plan import (ANY_POSITION, DRIVER, ArgSpec, Connection, Expect, Guard, Input, Plan, Pool, Reaction, Reactor, RefCheck,
                    Use, key_text)
 from .record import ACTOR_METHOD, Literal, RefArg, Submit, Trace, produces, ref_slots, signature
 
@@ -220,11 +220,13 @@ def build_plan(trace: Trace, period: Period, task_slots: int = 1) -> Plan:
     return dataclasses.replace(plan, switch=switch)
 
 
-def infer_pooled(trace: Trace, pattern, task_slots: int = 1, max_lag: int = DEFAULT_MAX_LAG) -> Plan:
+def infer_pooled(trace: Trace, pattern, task_slots: int = 1, max_lag: int = DEFAULT_MAX_LAG,
+                 any_relays: frozenset = frozenset()) -> Plan:
     """The plan of a loop in completion order (``infer_pools.PooledPattern``): a pooled position runs on
     whichever member the script calls, and a ref that reaches back a varying number of periods is relayed
-    by the driver, which holds every such result (the script waits on them).  Blockers say what of it this
-    replay does not run."""
+    by the driver, which holds every such result (the script waits on them).  ``any_relays``: (position, ref
+    slot) pairs relayed from whatever value the driver holds (``plan.ANY_POSITION``).  Blockers say what of it
+    this replay does not run."""
     from .infer_pools import VARYING
     length = pattern.length
     last = pattern.start + (pattern.repeats - 1) * length       # a period whose refs all lie in the region
@@ -233,7 +235,9 @@ def infer_pooled(trace: Trace, pattern, task_slots: int = 1, max_lag: int = DEFA
         ev = trace.event(last + q)
         slots = []
         for j, (ref, mode) in enumerate(zip(ref_slots(ev), pattern.modes[q])):
-            if mode == VARYING:
+            if (q, j) in any_relays:
+                varying[(q, j)] = ANY_POSITION
+            elif mode == VARYING:
                 varying[(q, j)] = (q - (last + q - ref.producer)) % length
             slots.append(ref.producer != _constant_producer(trace, pattern, q, j))
         relative.append(tuple(slots))

@@ -17,8 +17,9 @@ calls repeat, with some blocks skipped in some periods:
 *placeholder* (a copy of the block's nearest instance, with refs read inside the block moved along and no
 results: ``ref_ids`` of None).  The layout is then a loop in completion order that
 ``infer_pools.find_pooled`` and ``infer.infer_pooled`` take as they stand.  A ref read inside its block
-keeps a fixed distance there; a ref from another block reaches back a varying distance and is relayed by the
-driver.  The plan's ``blocks`` tell the driver where a block may begin: a call that begins another block
+keeps a fixed distance there; a ref from another block (or from before the loop) may name whatever the
+script holds, and is relayed by the driver from any value it has (``plan.ANY_POSITION``: an explorer is
+given the weights the learner made last, or those made before the recording began).  The plan's ``blocks`` tell the driver where a block may begin: a call that begins another block
 skips the positions between (no worker is told of them, and no ref can name what they would have made).
 """
 
@@ -30,7 +31,7 @@ from dataclasses import dataclass, replace
 from .infer import infer_pooled
 from .infer_pools import MAX_LENGTH, MAX_WINDOW, _pooled_signature, find_pooled
 from .plan import Plan
-from .record import ACTOR_METHOD, Literal, RefArg, Submit, Trace
+from .record import ACTOR_METHOD, Literal, RefArg, Submit, Trace, ref_slots
 
 MAX_BLOCKS = 16
 
@@ -125,16 +126,19 @@ def _instances(found: Blocks, sigs) -> list | None:
     return out
 
 
-def lay_out(calls: Trace, found: Blocks) -> Trace:
-    """``calls`` renumbered so: the calls before the region as they were, the region's laid out from its start
-    (every period has each block once; a block the script skipped there is a placeholder).  Its
-    ``first_index + len(events)`` is where replay begins: the next period's first block, or the rest of the
-    last period."""
+def lay_out(calls: Trace, found: Blocks) -> tuple[Trace, frozenset]:
+    """(``calls`` renumbered so, the indices of its placeholders): the calls before the region as they were, the
+    region's laid out from its start (every period has each block once; a block the script skipped there is a
+    placeholder).  Its ``first_index + len(events)`` is where replay begins: the next period's first block, or
+    the rest of the last period.  A ref read inside its block keeps its producer (moved along in a
+    placeholder); every other ref names one *cross* external ref, the last of ``externals`` (None): whatever
+    value the driver holds may stand there, so the region's periods compare equal whatever was passed."""
     first = calls.first_index
     region = calls.events[found.start - first:found.end - first]
     sigs = [_pooled_signature(e, calls) for e in region]
     instances = _instances(found, sigs)
     length = found.length
+    cross = RefArg(-1 - len(calls.externals), 0)
     virtual = {}                        # a region call's index -> its index laid out
     placed = {}                         # laid-out index of an instance's first call -> (block, its calls)
     t = 0
@@ -147,16 +151,12 @@ def lay_out(calls: Trace, found: Blocks) -> Trace:
         t += len(calls_of)
     end = max(virtual.values()) + 1
 
-    def moved(r):
-        return RefArg(virtual.get(r.producer, r.producer), r.ret) if r.producer >= found.start else r
-
-    def renamed(e, index, shift=None):
-        """``e`` at ``index``: its refs renumbered; ``shift`` (a placeholder) moves refs read inside the block."""
+    def renamed(e, index, at, size, shift=None):
+        """``e`` at ``index``, in the block instance at ``at`` of ``size`` calls: refs read inside it moved by
+        ``shift`` (a placeholder's, which makes nothing), every other ref the cross one."""
         def ref(r):
-            r = moved(r)
-            if shift is not None and shift[0] <= r.producer < shift[1]:
-                return RefArg(r.producer + shift[2], r.ret)
-            return r
+            moved = virtual.get(r.producer, -1) + (shift or 0) if r.producer >= found.start else -1
+            return RefArg(moved, r.ret) if at <= moved < at + size else cross
 
         def arg(a):
             if type(a) is RefArg:
@@ -167,47 +167,35 @@ def lay_out(calls: Trace, found: Blocks) -> Trace:
                        kwargs=tuple((name, arg(v)) for name, v in e.kwargs),
                        ref_ids=e.ref_ids if shift is None else (None,) * len(e.ref_ids))
 
-    times = list(calls.times[:found.start - first]) if len(calls.times) == len(calls.events) else None
+    timed = len(calls.times) == len(calls.events)
+    times = list(calls.times[:found.start - first]) if timed else []
+    real_times = dict(zip((e.index for e in calls.events), calls.times)) if timed else {}
     out = list(calls.events[:found.start - first])
-    nearest = {}                        # block -> its latest laid-out instance (its first index, its calls)
-    pending = []                        # placeholders waiting for their block's first instance
-    period_starts = range(found.start, end, length)
-    real_times = dict(zip((e.index for e in calls.events), calls.times)) if times is not None else {}
-    for p0 in period_starts:
+    first_instance = {}
+    for at, (k, calls_of) in sorted(placed.items()):
+        first_instance.setdefault(k, (at, calls_of))
+    latest = {}                         # block -> its latest real instance so far (its first index, its calls)
+    placeholders = set()
+    for p0 in range(found.start, end, length):
         for k, block in enumerate(found.blocks):
             at = p0 + found.offsets[k]
             if at >= end:
                 break
             here = placed.get(at)
             if here is not None:
-                nearest[k] = (at, here[1])
-                for e in here[1]:
-                    out.append(renamed(e, virtual[e.index]))
-                    if times is not None:
-                        times.append(real_times[e.index])
+                latest[k] = (at, here[1])
+                out.extend(renamed(e, at + j, at, len(block)) for j, e in enumerate(here[1]))
+                if timed:
+                    times.extend(real_times[e.index] for e in here[1])
                 continue
-            pending.append((k, at, len(out)))
-            out.extend([None] * len(block))
-            if times is not None:
-                times.extend([times[-1] if times else 0.0] * len(block))
-    # Placeholders copy the block's nearest earlier instance (its first, for those before it).
-    first_instance = {}
-    for at, (k, calls_of) in sorted(placed.items()):
-        first_instance.setdefault(k, (at, calls_of))
-    latest = {}
-    fills = {i: (k, at) for k, at, i in pending}
-    for i in range(found.start - first, len(out)):
-        if i in fills:
-            k, at = fills[i]
+            # A placeholder copies the block's nearest earlier instance (its first, for those before it).
             src_at, src = latest.get(k) or first_instance[k]
-            span = (src_at, src_at + len(src), at - src_at)
-            for j, e in enumerate(src):
-                out[i + j] = renamed(e, at + j, shift=span)
-        elif out[i] is not None and out[i].index in placed:
-            k = placed[out[i].index][0]
-            latest[k] = (out[i].index, placed[out[i].index][1])
-    return Trace(out, dict(calls.actors), list(calls.externals), first, dict(calls.task_options),
-                 times if times is not None else [])
+            out.extend(renamed(e, at + j, at, len(block), shift=at - src_at) for j, e in enumerate(src))
+            placeholders.update(range(at, at + len(block)))
+            if timed:
+                times.extend([times[-1] if times else 0.0] * len(block))
+    return (Trace(out, dict(calls.actors), list(calls.externals) + [None], first, dict(calls.task_options), times),
+            frozenset(placeholders))
 
 
 def infer_blocks(calls: Trace, repeats: int = 2, task_slots: int = 1,
@@ -218,12 +206,18 @@ def infer_blocks(calls: Trace, repeats: int = 2, task_slots: int = 1,
     found = find_blocks(calls)
     if found is None:
         return None
-    laid = lay_out(calls, found)
+    laid, placeholders = lay_out(calls, found)
     pattern = find_pooled(laid, repeats=repeats, exclude=exclude, length=found.length)
     if pattern is None:
         return None
-    plan = infer_pooled(laid, pattern, task_slots=task_slots)
-    held = sum(1 for e in laid.events[pattern.start - laid.first_index:] if None not in e.ref_ids)
+    cross = -len(laid.externals)
+    last = pattern.start + (pattern.repeats - 1) * pattern.length       # (the period infer_pooled takes)
+    relays = frozenset((q, j) for q in range(pattern.length)
+                       for j, ref in enumerate(ref_slots(laid.event(last + q))) if ref.producer == cross)
+    plan = infer_pooled(laid, pattern, task_slots=task_slots, any_relays=relays)
+    if any(laid.ref_id(seed.producer, seed.ret) is None for seed in plan.seeds(plan.end)):
+        return None                     # (it would start from a value a skipped block never made)
+    held = sum(1 for i in range(pattern.start, pattern.end) if i not in placeholders)
     # (the plan counts positions from its region's start, which need not be the layout's first period's)
     starts = tuple(sorted((found.start + offset - plan.start) % found.length for offset in found.offsets))
     return replace(plan, reads_excluded=True, blocks=starts, switch=plan.phase), laid, held

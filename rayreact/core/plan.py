@@ -17,7 +17,9 @@ after ``start``) sits at position ``(i - start) % period``.
   token written k periods before its own (loop-carried when k > 0).  A ``relay``
   connection serves a ref that reaches back a *varying* number of periods (a loop
   in completion order): the driver writes the value of whichever output of
-  position ``producer`` the call names, keyed by the reading call's own index.
+  position ``producer`` the call names, keyed by the reading call's own index
+  (``ANY_POSITION``: any value the driver holds, as a loop of blocks in any
+  order passes from block to block).
   ``capacity`` is the fewest tokens the channel must hold so that no writer
   waits on a reader that comes after it in the trace.
 - ``pools``: a position whose call goes to whichever of several actors of one
@@ -47,6 +49,7 @@ from dataclasses import dataclass
 from .record import ref_slots, signature
 
 DRIVER = "driver"
+ANY_POSITION = -1       # a relay's producer: any value the driver holds (a plan of blocks, from block to block)
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,8 @@ class Guard:
             if ref.ret != want.ret:
                 return False
             if want.varying:
+                if want.value == ANY_POSITION:
+                    continue
                 if ref.producer < 0 or (ref.producer - self.start) % self.period != want.value:
                     return False
             elif want.relative:
@@ -353,5 +358,5 @@ def _decode(tp, value):
     return value
 
 
-__all__ = ["ArgSpec", "Connection", "DRIVER", "Expect", "Guard", "Input", "Plan", "Pool", "Reaction", "Reactor",
+__all__ = ["ANY_POSITION", "ArgSpec", "Connection", "DRIVER", "Expect", "Guard", "Input", "Plan", "Pool", "Reaction", "Reactor",
            "RefCheck", "Seed", "Use", "key_text"]

@@ -104,6 +104,7 @@ A_PERIOD = 1
 A_CONST = 2
 RELAYED = -1            # the driver's spec distance of a ref it relays (made any number of periods before)
 cdef int64_t C_RELAYED = RELAYED         # (compared per ref argument on the call path: a C constant)
+cdef int64_t C_ANY_POSITION = -1         # a relay of any value the driver holds (plan.ANY_POSITION)
 
 TOKEN_HEADER = struct.Struct("<BIqB")      # kind, connection, producer index, flags
 INVOKE_HEADER = struct.Struct("<BqB")      # kind, index, payload kind (0 none, 1 inline, 2 segment, 3 below)
@@ -1425,6 +1426,7 @@ cdef class DriverPath:
         cdef int64_t q = (idx - self.start) % self.period
         cdef Op op = <Op>self.ops[q]
         cdef tuple spec, const
+        cdef int64_t p
         cdef dict given = self.given
         cdef Py_ssize_t i, n
         cdef int began = 0
@@ -1468,8 +1470,12 @@ cdef class DriverPath:
             if const is None:
                 if <int64_t>spec[1] == C_RELAYED:
                     made = self.made.get(value._id)
+                    made_from = spec[5]
                     if made is not None:
-                        if made[1] != spec[2] or (<int64_t>made[0] - self.start) % self.period != <int64_t>spec[4]:
+                        p = (<int64_t>made[0] - self.start) % self.period
+                        if <int64_t>spec[4] == C_ANY_POSITION:
+                            made_from = (<Op>self.ops[p]).outputs[made[1]]     # (whichever call made it)
+                        elif made[1] != spec[2] or p != <int64_t>spec[4]:
                             return self.run.deviate_call(actor_id, method, "with another ref")
                     else:
                         # (index, ret, the position it stands for): made before the run, or any ready value of the
@@ -1477,11 +1483,12 @@ cdef class DriverPath:
                         made = self.made_before.get(value._id)
                         if made is None and self.run.relayable(value._id, spec[2], spec[4]):
                             made = self.made_before.get(value._id)
-                        if made is None or made[1] != spec[2] or made[2] != spec[4]:
+                        if made is None or (<int64_t>spec[4] != C_ANY_POSITION
+                                            and (made[1] != spec[2] or made[2] != spec[4])):
                             return self.run.deviate_call(actor_id, method, "with another ref")
                     if relays is None:
                         relays = []
-                    relays.append((spec[0], spec[5], made[0], value._id))
+                    relays.append((spec[0], made_from, made[0], value._id))
                 elif given.get((idx - <int64_t>spec[1], spec[2])) != value._id:
                     return self.run.deviate_call(actor_id, method, "with another ref")
             elif const[1] != value._id:

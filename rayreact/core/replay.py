@@ -85,7 +85,7 @@ from . import admission, channel, ids, refcount, serialization, submission
 from .infer import infer, infer_pooled
 from .infer_blocks import infer_blocks
 from .infer_pools import find_pooled
-from .plan import key_text
+from .plan import ANY_POSITION, key_text
 from .record import ACTOR_METHOD, TASK, ActorInfo, Recorder, Submit, ref_slots
 from .replay_handover import Handover
 from .replay_nested import NestedRefs, nested_ref_ids, take_descriptor
@@ -109,6 +109,12 @@ COOLDOWN_MAX = 1 << 16
 # A loop with no get or wait (refs passed from call to call, one get at the end) is inferred after this
 # many events without a barrier: infer prefers to cut a period at a barrier, but needs none.
 BARRIER_FREE = 32
+# How long a relay waits for a result not here yet before the run leaves (what it waits for may come only from
+# what the script does next).
+RELAY_WAIT_S = 0.1
+# After a run ended on a call that begins something else than the plan's next period (the script took another
+# block of calls), a plan of one block waits this many calls for a plan of the blocks in any order.
+BLOCK_PATIENCE = 160
 
 
 
@@ -143,6 +149,9 @@ class Reactor(RuntimeFront):
         # Methods whose run ended because the script called another actor of the class the plan expected
         # there: the script picks their actors in completion order, however regular the rotation looked.
         self.rotation_broke = frozenset()
+        # A run ended on a call that begins another block of calls than the plan's period: the script's blocks
+        # may come in any order, and a plan of them is preferred to one of the latest block's run.
+        self.calls_interleave = False
         self.cooldown = 0
         self.backoff = COOLDOWN_FIRST
         self.repeats = REPEATS           # full periods a plan needs before replay; grows while runs end early
@@ -304,6 +313,7 @@ class Reactor(RuntimeFront):
             self.backoff = COOLDOWN_FIRST
             self.repeats = REPEATS
             self.rotation_broke = frozenset()
+            self.calls_interleave = False
             self._start_recording()
 
     # ================================================================== recording
@@ -387,6 +397,10 @@ class Reactor(RuntimeFront):
             if n > MAX_TRACE:
                 self._no_pattern()
             return
+        if self.calls_interleave:
+            if not plan.blocks and n - rec.reads < BLOCK_PATIENCE:
+                return          # (the latest run of one block: wait for a plan of the blocks)
+            self.calls_interleave = False
         if barrier_free and _pure_fan_out(plan):
             return          # a pure fan-out: nothing flows between its calls, and dynamic mode pipelines it
         if admission.cost_unclear(plan, found_in):
@@ -428,7 +442,7 @@ class Reactor(RuntimeFront):
 
     def _block_plan(self, rec, plan, found_in):
         """(the plan of a loop of blocks in any order, (its laid-out trace, the index of the call it begins
-        with)), or (None, None): none, none that can run, or one spanning no more calls than ``plan``."""
+        with)), or (None, None): none, none that can run, or ``plan`` (found above) is kept."""
         calls = rec.trace.without_reads()
         with self.rt.lock:
             dead = frozenset(aid for aid, a in self.rt.actors.items() if a.state == "DEAD")
@@ -437,9 +451,11 @@ class Reactor(RuntimeFront):
             return None, None
         blocks, laid, held = found
         if plan is not None:
+            # A plan found above (a fixed one keeps its reads on the plan) is kept unless a run has ended on a
+            # call of another block and the blocks span more of the calls.
             spanned = (plan.end - plan.start if plan.reads_excluded
                        else rec.trace.calls_between(plan.start, plan.end))
-            if held <= spanned:
+            if not self.calls_interleave or held <= spanned:
                 return None, None
         if admission.refusals(blocks, laid):
             return None, None           # (the plan found above, if any, may still run)
@@ -789,8 +805,13 @@ class ReplayRun:
         if any(oid not in self.rt.object_table for _, oid in lent_seeds):
             raise Refused("a value the plan starts from was freed")
         self.made_before = self._results_to_relay(trace)
-        self.relayed_conns = frozenset(reaction.outputs[c.ret] for c in plan.connections if c.source == "relay"
-                                       for reaction in (plan.reactions[c.producer],))
+        relays = [c for c in plan.connections if c.source == "relay"]
+        if any(c.producer == ANY_POSITION for c in relays):
+            # (a plan of blocks: any call's result may be relayed)
+            self.relayed_conns = frozenset(cid for r in plan.reactions if r.op in ("actor_method", "task")
+                                           for cid in r.outputs)
+        else:
+            self.relayed_conns = frozenset(plan.reactions[c.producer].outputs[c.ret] for c in relays)
         self._wait_for_dynamic_calls(seed_ids + list(self.made_before), len(task_reactors))
         seed_descs = self._take_workers_and_seeds(seeds, seed_ids, task_reactors, code_ids)
 
@@ -827,7 +848,8 @@ class ReplayRun:
         (in the recorded periods, or before them) and not yet passed on: ref id -> (trace index, ret, the
         position they stand for).  The script names them in the run's first periods."""
         plan, first = self.plan, self.first
-        wanted = {(c.producer, c.ret) for c in plan.connections if c.source == "relay"}
+        # (a relay from any position takes a value made before the run once it is ready: ``relayable``)
+        wanted = {(c.producer, c.ret) for c in plan.connections if c.source == "relay" and c.producer != ANY_POSITION}
         if not wanted:
             return {}
         table = self.rt.object_table
@@ -950,7 +972,8 @@ class ReplayRun:
         """Write into ``link``'s inbox, keyed by the call's index ``idx``, the value of each ref the call
         passes that reaches back a varying number of periods: ``relays`` = (relay connection, the result's
         connection, its producer index, ref id).  False (nothing written) if one is not here yet: the call
-        would wait for it, and the script must not (what it waits for may come from what it does next)."""
+        would wait for it, and the script must not wait long (what it waits for may come from what it does next):
+        a result of the plan's own is waited for ``RELAY_WAIT_S`` at most."""
         fast = self.fast
         found = []
         for conn, out_conn, producer, oid in relays:
@@ -960,6 +983,11 @@ class ReplayRun:
                 if tok is None:
                     fast.drain()
                     tok = fast.known(key)
+                if tok is None and out_conn in self.driver_reads:
+                    # A result made a moment ago (the weights asked for just before the call that takes them):
+                    # worth a short wait, as the callee would wait for it.
+                    tokens = fast.collect([key], RELAY_WAIT_S, 1)
+                    tok = tokens[0] if tokens else None
                 if tok is None:
                     return False
                 found.append((conn, tok, None))
@@ -1294,6 +1322,9 @@ class ReplayRun:
             expected = op.link.actor
             if called is not None and called.class_name == getattr(expected, "class_name", None):
                 self.reactor.rotation_broke |= {method}     # (another actor of the class the plan expected)
+        if op.kind == self.ext.CALL and op.method != method and self.periods and (
+                op.position == 0 or op.position in self.plan.blocks):
+            self.reactor.calls_interleave = True        # (at a period's or block's beginning: another block)
         return self.deviate(f"a call of {name}" if how is None else f"{name} {how}")
 
     def rerunnable_worker_lost(self):

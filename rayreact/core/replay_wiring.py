@@ -16,6 +16,7 @@ way leaves the run knowing what to undo: the files in ``paths``, ``gather``, ``s
 from __future__ import annotations
 
 from . import channel, ids, wire, serialization, submission
+from .plan import ANY_POSITION
 from .refs import ObjectRef
 from .replay_ops import DEOPT, TASK_CALLER, Refused
 
@@ -267,6 +268,9 @@ class Wiring:
             c = conns[inp.connection]
             if c.id in const_key:
                 return (c.id, None, c.ret, const_key[c.id])
+            if c.source == "relay" and c.producer == ANY_POSITION:
+                # Any value the driver holds (a plan of blocks, from block to block).
+                return (c.id, run.ext.RELAYED, c.ret, None, ANY_POSITION, -1)
             if c.source == "relay":
                 # Any result of position ``c.producer`` (checked by the ref's maker, then relayed).
                 return (c.id, run.ext.RELAYED, c.ret, None, c.producer, run.plan.reactions[c.producer].outputs[c.ret])
@@ -279,7 +283,7 @@ class Wiring:
             op.inflight = link.inflight
             if len(members) > 1 or reaction.reactor.startswith("pool:"):
                 op.pool = {run.links[m].actor.actor_id: run.links[m] for m in members}
-            op.relayed = any(c.source == "relay" and c.producer == q for c in conns)
+            op.relayed = any(c.source == "relay" and c.producer in (q, ANY_POSITION) for c in conns)
             if reaction.op == "task":
                 op.actor = TASK_CALLER
                 op.method = run.task_of[reaction.target][0]

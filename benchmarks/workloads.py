@@ -100,6 +100,12 @@ def _async_ps_metrics(report):
                    "updates/s", True)]
 
 
+def _apex_metrics(report):
+    return [Metric(f"{report['learner_steps']} learner steps beside explorers, whichever finished first",
+                   report["env_steps_per_s"], "env steps/s", True),
+            Metric("learner steps", report["learner_steps_per_s"], "steps/s", True)]
+
+
 def _broadcast_metrics(report):
     rows = []
     for case in report["cases"]:
@@ -139,6 +145,10 @@ WORKLOADS = [
              "it, hand its worker the new weights (a loop in completion order)",
              os.path.join(EXAMPLES, "param_server_async.py"), ["--updates", "1600"], ["--quick"], _async_ps_metrics,
              targets="replayed (a loop in completion order)"),
+    Workload("apex", "Ape-X on CartPole: explorer actors, a replay buffer, a torch learner; the driver answers "
+             "whichever finished (a loop of blocks in any order)",
+             os.path.join(EXAMPLES, "apex_replay.py"), ["--learner-steps", "2000"], ["--quick"], _apex_metrics,
+             targets="replayed (blocks of calls in any order)"),
     Workload("broadcast", "an array by value to N actors each round, each returns a copy",
              os.path.join(SCRIPTS, "broadcast.py"), [], ["--quick"], _broadcast_metrics,
              targets=">= 4x less overhead per round than Ray (16 actors, 10 MB)"),

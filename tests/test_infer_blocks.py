@@ -64,7 +64,7 @@ def test_apex_calls_are_three_blocks_in_any_order():
 def test_the_layout_repeats_and_its_plan_relays_what_crosses_blocks():
     calls = apex(200).without_reads()
     found = find_blocks(calls)
-    laid, placeholders = lay_out(calls, found)
+    laid, placeholders, _ = lay_out(calls, found)
     assert laid.first_index == calls.first_index
     assert [e.index for e in laid.events] == list(range(laid.first_index, laid.first_index + len(laid.events)))
     # Every real call is there once, renumbered; the placeholders make nothing.
@@ -87,7 +87,7 @@ def test_the_layout_repeats_and_its_plan_relays_what_crosses_blocks():
 def test_a_placeholder_copies_its_block_with_refs_inside_it_moved(seed):
     calls = apex(120, seed=seed).without_reads()
     found = find_blocks(calls)
-    laid, placeholders = lay_out(calls, found)
+    laid, placeholders, _ = lay_out(calls, found)
     for e in laid.events[found.start - laid.first_index:]:
         assert type(e) is Submit
         if e.target == "train":

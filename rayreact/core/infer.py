@@ -83,8 +83,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from . import admission
-from .plan import (ANY_POSITION, DRIVER, ArgSpec, Connection, Expect, Guard, Input, Plan, Pool, Reaction, Reactor, RefCheck,
-                   Use, key_text)
+from .plan import (ANY_POSITION, DRIVER, ArgSpec, Connection, Expect, Guard, Input, Plan, Pool, Reaction, Reactor,
+                   RefCheck, Use, key_text)
 from .record import ACTOR_METHOD, Literal, RefArg, Submit, Trace, produces, ref_slots, signature
 
 DEFAULT_REPEATS = 3

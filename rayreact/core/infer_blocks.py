@@ -15,12 +15,13 @@ calls repeat, with some blocks skipped in some periods:
 
 ``find_blocks`` finds the blocks; ``lay_out`` renumbers the calls so, filling each skipped block with a
 *placeholder* (a copy of the block's nearest instance, with refs read inside the block moved along and no
-results: ``ref_ids`` of None).  The layout is then a loop in completion order that
-``infer_pools.find_pooled`` and ``infer.infer_pooled`` take as they stand.  A ref read inside its block
-keeps a fixed distance there; a ref from another block (or from before the loop) may name whatever the
-script holds, and is relayed by the driver from any value it has (``plan.ANY_POSITION``: an explorer is
-given the weights the learner made last, or those made before the recording began).  The plan's ``blocks`` tell the driver where a block may begin: a call that begins another block
-skips the positions between (no worker is told of them, and no ref can name what they would have made).
+results: ``ref_ids`` of None). The layout is then a loop in completion order that
+``infer_pools.find_pooled`` and ``infer.infer_pooled`` take as they stand. A ref read inside its block keeps
+a fixed distance there; a ref from another block (or from before the loop) may name whatever the script
+holds, and is relayed by the driver from any value it has (``plan.ANY_POSITION``: an explorer is given the
+weights the learner made last, or those made before the recording began). The plan's ``blocks`` tell the
+driver where a block may begin: a call that begins another block skips the positions between (no worker is
+told of them, and no ref can name what they would have made).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from dataclasses import dataclass, replace
 
 from .infer import infer_pooled
 from .infer_pools import MAX_LENGTH, MAX_WINDOW, _pooled_signature, find_pooled
-from .plan import Plan
+from .plan import DRIVER, Plan, Use
 from .record import ACTOR_METHOD, Literal, RefArg, Submit, Trace, ref_slots
 
 MAX_BLOCKS = 16
@@ -126,8 +127,9 @@ def _instances(found: Blocks, sigs) -> list | None:
     return out
 
 
-def lay_out(calls: Trace, found: Blocks) -> tuple[Trace, frozenset]:
-    """(``calls`` renumbered so, the indices of its placeholders): the calls before the region as they were, the
+def lay_out(calls: Trace, found: Blocks) -> tuple[Trace, frozenset, frozenset]:
+    """(``calls`` renumbered so, the indices of its placeholders, the offsets in the period of the calls whose
+    results are read across blocks): the calls before the region as they were, the
     region's laid out from its start (every period has each block once; a block the script skipped there is a
     placeholder).  Its ``first_index + len(events)`` is where replay begins: the next period's first block, or
     the rest of the last period.  A ref read inside its block keeps its producer (moved along in a
@@ -151,12 +153,18 @@ def lay_out(calls: Trace, found: Blocks) -> tuple[Trace, frozenset]:
         t += len(calls_of)
     end = max(virtual.values()) + 1
 
+    crossed = set()
+
     def renamed(e, index, at, size, shift=None):
         """``e`` at ``index``, in the block instance at ``at`` of ``size`` calls: refs read inside it moved by
         ``shift`` (a placeholder's, which makes nothing), every other ref the cross one."""
         def ref(r):
             moved = virtual.get(r.producer, -1) + (shift or 0) if r.producer >= found.start else -1
-            return RefArg(moved, r.ret) if at <= moved < at + size else cross
+            if at <= moved < at + size:
+                return RefArg(moved, r.ret)
+            if moved >= 0 and shift is None:
+                crossed.add((moved - found.start) % length)
+            return cross
 
         def arg(a):
             if type(a) is RefArg:
@@ -195,7 +203,7 @@ def lay_out(calls: Trace, found: Blocks) -> tuple[Trace, frozenset]:
             if timed:
                 times.extend([times[-1] if times else 0.0] * len(block))
     return (Trace(out, dict(calls.actors), list(calls.externals) + [None], first, dict(calls.task_options), times),
-            frozenset(placeholders))
+            frozenset(placeholders), frozenset(crossed))
 
 
 def infer_blocks(calls: Trace, repeats: int = 2, task_slots: int = 1,
@@ -206,7 +214,7 @@ def infer_blocks(calls: Trace, repeats: int = 2, task_slots: int = 1,
     found = find_blocks(calls)
     if found is None:
         return None
-    laid, placeholders = lay_out(calls, found)
+    laid, placeholders, crossed = lay_out(calls, found)
     pattern = find_pooled(laid, repeats=repeats, exclude=exclude, length=found.length)
     if pattern is None:
         return None
@@ -214,13 +222,25 @@ def infer_blocks(calls: Trace, repeats: int = 2, task_slots: int = 1,
     last = pattern.start + (pattern.repeats - 1) * pattern.length       # (the period infer_pooled takes)
     relays = frozenset((q, j) for q in range(pattern.length)
                        for j, ref in enumerate(ref_slots(laid.event(last + q))) if ref.producer == cross)
-    plan = infer_pooled(laid, pattern, task_slots=task_slots, any_relays=relays)
+    plan = _read_by_driver(infer_pooled(laid, pattern, task_slots=task_slots, any_relays=relays),
+                           {(found.start + offset - pattern.start) % pattern.length for offset in crossed})
     if any(laid.ref_id(seed.producer, seed.ret) is None for seed in plan.seeds(plan.end)):
         return None                     # (it would start from a value a skipped block never made)
     held = sum(1 for i in range(pattern.start, pattern.end) if i not in placeholders)
     # (the plan counts positions from its region's start, which need not be the layout's first period's)
     starts = tuple(sorted((found.start + offset - plan.start) % found.length for offset in found.offsets))
     return replace(plan, reads_excluded=True, blocks=starts, switch=plan.phase), laid, held
+
+
+def _read_by_driver(plan: Plan, positions) -> Plan:
+    """``plan`` with the results of ``positions`` read by the driver too: they are passed from block to block,
+    which the driver relays (a result read inside its block would otherwise go to its reader alone)."""
+    connections = []
+    for c in plan.connections:
+        if c.source == "period" and c.producer in positions and c.uses and not c.to_driver:
+            c = replace(c, uses=c.uses + (Use(c.producer, DRIVER, 0, "get"),), to_driver=True, actor_only=False)
+        connections.append(c)
+    return replace(plan, connections=tuple(connections))
 
 
 __all__ = ["Blocks", "find_blocks", "infer_blocks", "lay_out"]

@@ -92,8 +92,8 @@ def find_pooled(trace: Trace, repeats: int = 2, window: int | None = MAX_WINDOW,
         if not any(type(events[start + q]) is Submit for q in range(length)):
             continue
         pools = _pools(trace, events, start, n, length, exclude)
-        if not varied and not laid_out and not any(p.method in rotations or _irregular(events, start + p.position, n, length)
-                                  for p in pools):
+        if not varied and not laid_out and not any(
+                p.method in rotations or _irregular(events, start + p.position, n, length) for p in pools):
             if start == 0:
                 return None     # the whole window repeats every ``length`` events and nothing varies
             continue

@@ -156,11 +156,11 @@ class Guard:
         elif signature(event) != expect.signature:
             return False
         for ref, want in zip(ref_slots(event), expect.refs):
+            if want.varying and want.value == ANY_POSITION:
+                continue                  # (whatever the driver holds)
             if ref.ret != want.ret:
                 return False
             if want.varying:
-                if want.value == ANY_POSITION:
-                    continue
                 if ref.producer < 0 or (ref.producer - self.start) % self.period != want.value:
                     return False
             elif want.relative:
@@ -358,5 +358,5 @@ def _decode(tp, value):
     return value
 
 
-__all__ = ["ANY_POSITION", "ArgSpec", "Connection", "DRIVER", "Expect", "Guard", "Input", "Plan", "Pool", "Reaction", "Reactor",
-           "RefCheck", "Seed", "Use", "key_text"]
+__all__ = ["ANY_POSITION", "ArgSpec", "Connection", "DRIVER", "Expect", "Guard", "Input", "Plan", "Pool",
+           "Reaction", "Reactor", "RefCheck", "Seed", "Use", "key_text"]

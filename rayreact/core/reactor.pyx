@@ -1267,11 +1267,18 @@ cdef class LastLiterals:
 
 
 
-cdef bint _calls(Op op, actor_id, method, tuple args, dict kwargs, int nret):
-    """Whether a call matches ``op``'s kind, actor (any member of a pool), method and arity."""
-    return (op.kind == CALL and (op.actor == actor_id or (op.pool is not None and actor_id in op.pool))
+cdef bint _calls(Op op, actor_id, method, tuple args, dict kwargs, int nret, ref_type):
+    """Whether a call matches ``op``'s kind, actor (any member of a pool), method, arity, and where it passes a
+    ref and where a value (what a block's beginning is told by: its refs are checked as the call goes on)."""
+    if not (op.kind == CALL and (op.actor == actor_id or (op.pool is not None and actor_id in op.pool))
             and op.method == method and op.nret == nret and len(args) == op.nargs
-            and (tuple(kwargs) if kwargs else ()) == op.kwnames)
+            and (tuple(kwargs) if kwargs else ()) == op.kwnames):
+        return False
+    values = args if not kwargs else args + tuple(kwargs.values())
+    for value, spec in zip(values, op.specs):
+        if (type(value) is ref_type) != (spec is not None):
+            return False
+    return True
 
 
 cdef class DriverPath:
@@ -1408,7 +1415,7 @@ cdef class DriverPath:
         cdef int64_t q = (idx - self.start) % self.period
         cdef int64_t p, ahead, period_start
         for p in sorted(self.block_starts):
-            if p != q and _calls(<Op>self.ops[p], actor_id, method, args, kwargs, nret):
+            if p != q and _calls(<Op>self.ops[p], actor_id, method, args, kwargs, nret, self.ref_type):
                 break
         else:
             return 0                          # no block begins so: the caller deviates
@@ -1435,7 +1442,8 @@ cdef class DriverPath:
             idx = self.idx
             q = (idx - self.start) % self.period
             op = <Op>self.ops[q]
-        if self.block_starts and q in self.block_starts and not _calls(op, actor_id, method, args, kwargs, nret):
+        if self.block_starts and q in self.block_starts and not _calls(op, actor_id, method, args, kwargs, nret,
+                                                                       self.ref_type):
             began |= self._skip_to_block(actor_id, method, args, kwargs, nret)
             idx = self.idx
             q = (idx - self.start) % self.period
@@ -1488,7 +1496,7 @@ cdef class DriverPath:
                             return self.run.deviate_call(actor_id, method, "with another ref")
                     if relays is None:
                         relays = []
-                    relays.append((spec[0], made_from, made[0], value._id))
+                    relays.append((spec[0], made_from, made[0], value._id, <int64_t>spec[4] == C_ANY_POSITION))
                 elif given.get((idx - <int64_t>spec[1], spec[2])) != value._id:
                     return self.run.deviate_call(actor_id, method, "with another ref")
             elif const[1] != value._id:

@@ -39,6 +39,14 @@ varying number of periods is *relayed*: the driver, which holds the result (the 
 writes it into the reading call's inbox just before the invocation.  A ref to a result not here yet ends
 the run (the call would wait for it, and the script must not).
 
+A loop whose blocks of calls come in any order (Ape-X: the learner's step, an explorer's chunk, a look at
+the weights, by whatever finished) replays from a plan of *blocks* (core.infer_blocks): one period holds
+each block once, a call that begins another block than the driver's position skips to it, and every ref
+read across blocks is relayed from whatever value the driver holds (``plan.ANY_POSITION``; a result of the
+plan's own not here yet is waited for ``RELAY_WAIT_S`` at most, then the run ends).  Such a loop
+shows itself when a run ends, at a period's beginning, on a call the script made before the loop began: a
+plan of one block's run then waits up to ``BLOCK_PATIENCE`` calls for the plan of the blocks.
+
 Refs nested in a call's arguments are passed as refs, as Ray passes them: the
 driver makes each one's value reachable through the dynamic table and lends it
 to the callee's worker (core.replay_nested).
@@ -197,6 +205,7 @@ class Reactor(RuntimeFront):
 
     def _refuse(self, reason):
         self.refusals[reason] = self.refusals.get(reason, 0) + 1
+        self.calls_interleave = False
         self._go_dynamic(self.backoff)
         self.backoff = min(self.backoff * 2, COOLDOWN_MAX)
 
@@ -805,6 +814,11 @@ class ReplayRun:
         if any(oid not in self.rt.object_table for _, oid in lent_seeds):
             raise Refused("a value the plan starts from was freed")
         self.made_before = self._results_to_relay(trace)
+        # The actor calls made in the recording before the plan's loop: a run that ends on one of them at a
+        # period's beginning shows blocks of calls taken in turn (``Reactor.calls_interleave``).
+        before = trace.events[:max(0, plan.start - trace.first_index)]
+        self.called_before = frozenset((ev.actor, ev.target) for ev in before
+                                       if type(ev) is Submit and ev.kind == ACTOR_METHOD)
         relays = [c for c in plan.connections if c.source == "relay"]
         if any(c.producer == ANY_POSITION for c in relays):
             # (a plan of blocks: any call's result may be relayed)
@@ -971,25 +985,24 @@ class ReplayRun:
     def relay(self, link, idx, relays):
         """Write into ``link``'s inbox, keyed by the call's index ``idx``, the value of each ref the call
         passes that reaches back a varying number of periods: ``relays`` = (relay connection, the result's
-        connection, its producer index, ref id).  False (nothing written) if one is not here yet: the call
-        would wait for it, and the script must not wait long (what it waits for may come from what it does next):
-        a result of the plan's own is waited for ``RELAY_WAIT_S`` at most."""
+        connection, its producer index, ref id, whether the slot takes any value: a plan of blocks).  False
+        (nothing written) if one is not here yet: the call would wait for it, and the script must not wait long
+        (what it waits for may come from what it does next): in a plan of blocks a result of the plan's own is
+        waited for ``RELAY_WAIT_S`` at most (the weights asked for just before the call that takes them)."""
         fast = self.fast
         found = []
-        for conn, out_conn, producer, oid in relays:
+        for conn, out_conn, producer, oid, from_any in relays:
             if oid not in self.made_before:
                 key = (out_conn, producer)
                 tok = fast.known(key)
                 if tok is None:
                     fast.drain()
                     tok = fast.known(key)
-                if tok is None and out_conn in self.driver_reads:
-                    # A result made a moment ago (the weights asked for just before the call that takes them):
-                    # worth a short wait, as the callee would wait for it.
+                if tok is None and from_any and out_conn in self.driver_reads:
                     tokens = fast.collect([key], RELAY_WAIT_S, 1)
                     tok = tokens[0] if tokens else None
-                if tok is None:
-                    return False
+                if tok is None or tok.flags & self.ext.F_REFS:
+                    return False                # (not here yet, or nesting refs a relay would not lend)
                 found.append((conn, tok, None))
                 continue
             # Made before the run, or moved to the dynamic table since: its value is there, whatever became of
@@ -1322,9 +1335,10 @@ class ReplayRun:
             expected = op.link.actor
             if called is not None and called.class_name == getattr(expected, "class_name", None):
                 self.reactor.rotation_broke |= {method}     # (another actor of the class the plan expected)
-        if op.kind == self.ext.CALL and op.method != method and self.periods and (
-                op.position == 0 or op.position in self.plan.blocks):
-            self.reactor.calls_interleave = True        # (at a period's or block's beginning: another block)
+        if (op.kind == self.ext.CALL and op.method != method and self.periods
+                and (actor_id, method) in self.called_before and (op.position == 0 or op.position in self.plan.blocks)):
+            # At a period's beginning, a call the script made before the loop began: it takes blocks in turn.
+            self.reactor.calls_interleave = True
         return self.deviate(f"a call of {name}" if how is None else f"{name} {how}")
 
     def rerunnable_worker_lost(self):

@@ -1859,3 +1859,53 @@ def test_blocks_of_calls_in_any_order_replay_and_keep_every_result(ray):
     if ray.backend_name == "rayreact":
         said = str(ray.explain(quiet=True))
         assert "blocks of calls taken in any order" in said, said
+
+
+class Maker:
+    def __init__(self):
+        self.n = 0
+
+    def make(self):
+        self.n += 1
+        return self.n
+
+    def double(self, x):
+        return 2 * x
+
+
+class Taker:
+    def __init__(self):
+        self.seen = []
+
+    def take(self, x, k):
+        self.seen.append((x, k))
+        return len(self.seen)
+
+    def log(self):
+        return self.seen
+
+
+def test_a_result_read_in_its_block_and_passed_to_another_block_replays(ray):
+    # Block A makes x and doubles it (x read inside A); block B, taken by a seeded coin, is given the latest x:
+    # the driver relays it, so it must have it too.
+    maker, taker = ray.remote(Maker).remote(), ray.remote(Taker).remote()
+    coin = np.random.default_rng(5)
+    x = maker.make.remote()
+    doubled = []
+    for k in range(300):
+        if coin.random() < 0.5:
+            x = maker.make.remote()
+            doubled.append(ray.get(maker.double.remote(x)))
+        else:
+            ray.get(taker.take.remote(x, k))
+    seen = ray.get(taker.log.remote())
+    coin = np.random.default_rng(5)
+    n, want_doubled, want_seen = 1, [], []
+    for k in range(300):
+        if coin.random() < 0.5:
+            n += 1
+            want_doubled.append(2 * n)
+        else:
+            want_seen.append((n, k))
+    assert doubled == want_doubled and [tuple(s) for s in seen] == want_seen
+    expect_replayed(ray, 60)

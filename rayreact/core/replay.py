@@ -45,7 +45,8 @@ each block once, a call that begins another block than the driver's position ski
 read across blocks is relayed from whatever value the driver holds (``plan.ANY_POSITION``; a result of the
 plan's own not here yet is waited for ``RELAY_WAIT_S`` at most, then the run ends).  Such a loop
 shows itself when a run ends, at a period's beginning, on a call the script made before the loop began: a
-plan of one block's run then waits up to ``BLOCK_PATIENCE`` calls for the plan of the blocks.
+plan of one block's run then waits up to ``BLOCK_PATIENCE`` calls for the plan of the blocks (once in vain,
+and the script is taken to change phase now and then: no plan waits again).
 
 Refs nested in a call's arguments are passed as refs, as Ray passes them: the
 driver makes each one's value reachable through the dynamic table and lends it
@@ -122,7 +123,7 @@ BARRIER_FREE = 32
 RELAY_WAIT_S = 0.1
 # After a run ended on a call that begins something else than the plan's next period (the script took another
 # block of calls), a plan of one block waits this many calls for a plan of the blocks in any order.
-BLOCK_PATIENCE = 160
+BLOCK_PATIENCE = 96
 
 
 
@@ -160,6 +161,7 @@ class Reactor(RuntimeFront):
         # A run ended on a call that begins another block of calls than the plan's period: the script's blocks
         # may come in any order, and a plan of them is preferred to one of the latest block's run.
         self.calls_interleave = False
+        self.block_patience = BLOCK_PATIENCE
         self.cooldown = 0
         self.backoff = COOLDOWN_FIRST
         self.repeats = REPEATS           # full periods a plan needs before replay; grows while runs end early
@@ -323,6 +325,7 @@ class Reactor(RuntimeFront):
             self.repeats = REPEATS
             self.rotation_broke = frozenset()
             self.calls_interleave = False
+            self.block_patience = BLOCK_PATIENCE
             self._start_recording()
 
     # ================================================================== recording
@@ -407,8 +410,10 @@ class Reactor(RuntimeFront):
                 self._no_pattern()
             return
         if self.calls_interleave:
-            if not plan.blocks and n - rec.reads < BLOCK_PATIENCE:
+            if not plan.blocks and n - rec.reads < self.block_patience:
                 return          # (the latest run of one block: wait for a plan of the blocks)
+            # Waited in vain: the script changes phase now and then, and is not kept waiting again.
+            self.block_patience = BLOCK_PATIENCE if plan.blocks else 0
             self.calls_interleave = False
         if barrier_free and _pure_fan_out(plan):
             return          # a pure fan-out: nothing flows between its calls, and dynamic mode pipelines it

@@ -294,6 +294,7 @@ cdef class Poller:
     cdef uint64_t** tails
     cdef bytes _heads_store
     cdef bytes _tails_store
+    cdef list _retired          # earlier (heads, tails, rings): a waiter may still read a pointer it took from them
     cdef double adaptive_spin   # learned: how long spinning has recently paid off
     cdef int since_probe        # waits since the last full-length spin
 
@@ -305,19 +306,37 @@ cdef class Poller:
         self.n = 0
         self._heads_store = b""
         self._tails_store = b""
+        self._retired = []
 
     def set_rings(self, rings):
-        """Replace the polled set (called rarely: when peers come and go)."""
-        self.rings = list(rings)
-        self.n = len(self.rings)
-        self._heads_store = PyBytes_FromStringAndSize(NULL, sizeof(uint64_t*) * max(self.n, 1))
-        self._tails_store = PyBytes_FromStringAndSize(NULL, sizeof(uint64_t*) * max(self.n, 1))
-        self.heads = <uint64_t**>PyBytes_AS_STRING(self._heads_store)
-        self.tails = <uint64_t**>PyBytes_AS_STRING(self._tails_store)
+        """Replace the polled set (called rarely: when peers come and go).
+
+        Another thread may be in ``wait`` with the GIL released, reading the arrays while they change (the
+        runtime's service thread waits while a worker's death takes its ring out): it must only ever see
+        ``n`` entries that exist.  So the new arrays are filled before they are published, ``n`` shrinks
+        before the swap and grows after it, and the arrays and rings replaced are kept a while (a waiter may
+        still hold a pointer it read from them; a ring keeps its pages mapped until it is deallocated)."""
+        rings = list(rings)
+        cdef int n = len(rings)
+        heads_store = PyBytes_FromStringAndSize(NULL, sizeof(uint64_t*) * max(n, 1))
+        tails_store = PyBytes_FromStringAndSize(NULL, sizeof(uint64_t*) * max(n, 1))
+        cdef uint64_t** heads = <uint64_t**>PyBytes_AS_STRING(heads_store)
+        cdef uint64_t** tails = <uint64_t**>PyBytes_AS_STRING(tails_store)
         cdef Ring r
-        for i, r in enumerate(self.rings):
-            self.heads[i] = r.head
-            self.tails[i] = r.tail
+        for i, r in enumerate(rings):
+            heads[i] = r.head
+            tails[i] = r.tail
+        if n < self.n:
+            self.n = n
+            full_fence()
+        self._retired.append((self._heads_store, self._tails_store, self.rings))
+        if len(self._retired) > 64:
+            del self._retired[0]
+        self._heads_store, self._tails_store, self.rings = heads_store, tails_store, rings
+        self.heads = heads
+        self.tails = tails
+        full_fence()
+        self.n = n
 
     def readable(self):
         """Indices (in ``set_rings`` order) of the rings that hold a frame now."""

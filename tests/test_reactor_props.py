@@ -102,6 +102,11 @@ def programs(draw):
     return steps, picks, barrier, iterations, deviation
 
 
+def _literal(value, it, deviation):
+    """A drawn literal, a float at the iteration where the program deviates so (a literal of another kind)."""
+    return value + (0.5 if deviation and deviation[1] == "float" and it == deviation[0] else 0)
+
+
 def run_program(program, api):
     """Run ``program`` with ``api`` (rayreact, or the local oracle); returns everything the script saw."""
     steps, picks, barrier, iterations, deviation = program
@@ -115,8 +120,7 @@ def run_program(program, api):
             values = []
             for arg in args:
                 if arg[0] == "lit":
-                    values.append(arg[1] + (0.5 if deviation and deviation[1] == "float" and it == deviation[0]
-                                            else 0))
+                    values.append(_literal(arg[1], it, deviation))
                 elif arg[0] == "str":
                     values.append(arg[1])
                 elif arg[0] == "const":
@@ -200,6 +204,10 @@ class Remote:
             ray.kill(a)
 
 
+# Each example runs a whole script on one session (slow by Hypothesis' measure, and sharing the module fixture).
+EXAMPLES = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
 @pytest.fixture(scope="module")
 def session():
     if ray.is_initialized():
@@ -209,8 +217,7 @@ def session():
     ray.shutdown()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+@settings(max_examples=25, **EXAMPLES)
 @given(program=programs())
 def test_random_programs_match_dynamic_mode(session, program):
     reactor = context.current.reactor
@@ -270,8 +277,7 @@ def run_block_program(program, api):
             values = []
             for arg in args:
                 if arg[0] == "lit":
-                    values.append(arg[1] + (0.5 if deviation and deviation[1] == "float" and it == deviation[0]
-                                            else 0))
+                    values.append(_literal(arg[1], it, deviation))
                 elif arg[0] == "now":
                     values.append(made[arg[1]][0])
                 else:
@@ -289,8 +295,7 @@ def run_block_program(program, api):
     return seen
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+@settings(max_examples=20, **EXAMPLES)
 @given(program=block_programs())
 def test_random_blocks_in_any_order_match_dynamic_mode(session, program):
     reactor = context.current.reactor

@@ -71,7 +71,7 @@ def test_threaded_and_async_actors_are_admitted():
         assert admission.refusals(plan, s.trace) == (), options
 
 
-def test_refs_nested_in_call_arguments_are_admitted_but_not_in_a_put():
+def test_refs_nested_in_call_arguments_and_in_puts_are_admitted_unless_the_put_is_passed_nested():
     s = Script(["a", "b"])
     for step in range(4):
         x = s.call("a", "f", step)
@@ -81,11 +81,20 @@ def test_refs_nested_in_call_arguments_are_admitted_but_not_in_a_put():
     (nested,) = plan.reactions[1].args[0].nested
     assert plan.connections[nested.connection].to_driver       # the driver keeps it for a callee that keeps the ref
 
-    s = Script(["a"])
+    s = Script(["a", "b"])
     for step in range(4):
         x = s.call("a", "f", step)
-        s.get(s.put([x], nested_ids=[x.id]))
-    assert any("nested in a put" in r for r in admission.refusals(infer(s.trace), s.trace))
+        s.get(s.call("b", "g", s.put([x], nested_ids=[x.id])))
+    plan = infer(s.trace)
+    assert admission.refusals(plan, s.trace) == ()
+    assert plan.connections[plan.reactions[1].reads[0].connection].to_driver
+
+    s = Script(["a", "b"])
+    for step in range(4):
+        x = s.call("a", "f", step)
+        p = s.put([x], nested_ids=[x.id])
+        s.get(s.call("b", "g", [p], nested={0: [p.id]}))
+    assert any("its own ref passed nested" in r for r in admission.refusals(infer(s.trace), s.trace))
 
 
 def test_a_generator_call_has_no_fixed_outputs():

@@ -781,6 +781,44 @@ def test_a_nested_ref_passed_on_but_never_read_does_not_hold_replay_back(ray, tm
     expect_replayed(ray, 100)
 
 
+def test_a_put_nesting_this_periods_refs_replays_and_the_reader_gets_them(ray):
+    env, learner = remote(ray, Env, 6), remote(ray, Learner)
+    start = ray.put(0.5)                                 # a ref made before the loop, nested in every put
+    seen = []
+    for i in range(200):
+        batch = ray.put({"step": env.step.remote(i % 4), "i": i})
+        seen.append(ray.get(learner.learn.remote(batch, extra=ray.put([start]))))
+    expected = [[float(o[1]), r, d] for o, r, d in local_env_steps(6, [i % 4 for i in range(200)])]
+    assert [row[:3] for row in seen] == expected
+    assert [row[3] for row in seen] == [0.5] * 200
+    expect_replayed(ray, 100)
+
+
+def test_a_ref_nested_in_a_put_is_kept_by_the_callee_after_the_driver_dropped_both(ray):
+    env, learner = remote(ray, Env, 7), remote(ray, Learner)
+    counts = []
+    for i in range(150):
+        counts.append(ray.get(learner.keep.remote(ray.put([env.step.remote(i)]))))
+    assert counts == list(range(1, 151))
+    expected = local_env_steps(7, list(range(150)))
+    for k in (0, 60, 149):
+        assert same(ray.get(learner.read_kept.remote(k)), expected[k])
+    expect_replayed(ray, 50)
+
+
+def test_the_driver_reads_a_put_nesting_refs_and_gets_through_them(ray):
+    env = remote(ray, Env, 8)
+    outer = []
+    for i in range(150):
+        outer.append(ray.put((env.step.remote(i % 3), i)))
+        inner, j = ray.get(outer[-1])
+        assert j == i
+        assert same(ray.get(inner), local_env_steps(8, [k % 3 for k in range(i + 1)])[-1])
+    first, _ = ray.get(outer[2])                         # kept past the plan's buffering
+    assert same(ray.get(first), local_env_steps(8, [0, 1, 2])[-1])
+    expect_replayed(ray, 50)
+
+
 def test_a_deviation_with_nested_refs_in_flight_loses_nothing(ray):
     env, learner = remote(ray, Env, 3), remote(ray, Learner)
     pending = []

@@ -10,8 +10,8 @@
 Two levels, kept apart so that a plan says what the *pattern* is whatever the engine can do: ``infer``
 fills ``Plan.blockers`` with :func:`blockers` (actors whose concurrency is unknown, counts that are not
 fixed, values read too many periods late); :func:`engine_limits` adds what core.replay cannot run yet
-(refs nested in a put's value, task options it does not honour, an actor whose calls may be retried reading
-its own results, a threaded or async one whose calls may be retried), and :func:`cannot_pay` the cost rule (calls so long that replay saves nothing worth its
+(a put nesting refs whose ref is passed nested, task options it does not honour, an actor whose calls
+may be retried reading its own results, a threaded or async one whose calls may be retried), and :func:`cannot_pay` the cost rule (calls so long that replay saves nothing worth its
 switch).  The reactor replays a plan only if :func:`refusals` is empty, and ``explain()`` lists each
 refusal it met with its count.  Everything here is pure and reads plain data: the plan, and what the
 trace recorded beside its events (each actor's concurrency, the options of each task call site, the time
@@ -180,8 +180,14 @@ def _tasks(plan, trace):
 
 
 def _nested_refs(plan):
-    # (refs nested in a call's arguments are replayed: core.replay_nested)
-    for reaction in plan.reactions:
-        if reaction.op == "put" and reaction.reads:
-            return [f"position {reaction.position}: a ref nested in a put's value"]
+    # Refs nested in a call's arguments, and in a put's value read by calls (each call's worker is lent them)
+    # or by the driver, are replayed (core.replay_nested).  A put's ref passed on nested, or read across
+    # blocks or periods of a completion-order loop (a relay), would reach a worker without the loan.
+    nesting = {r.outputs[0]: r.position for r in plan.reactions if r.op == "put" and r.reads}
+    for c in plan.connections:
+        if c.id in nesting and any(u.passing == "ref" for u in c.uses):
+            return [f"position {nesting[c.id]}: a put nesting refs, its own ref passed nested in an argument"]
+        if c.source == "relay" and c.producer in nesting.values():
+            return [f"position {c.producer}: a put nesting refs, read in another period of a loop in "
+                    "completion order"]
     return []

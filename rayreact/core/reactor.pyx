@@ -1331,6 +1331,7 @@ cdef class DriverPath:
     cdef public dict made              # ref id -> (index, ret) of the results of relayed positions
     cdef public dict made_before       # ref id -> (index, ret, position) of those made before the run
     cdef public frozenset block_starts # a loop of blocks in any order (Plan.blocks): where each block begins
+    cdef public frozenset lend_positions  # calls that read a put nesting refs: lent them (replay_nested)
 
     def __init__(self, run, ops, int64_t start, int64_t period, int64_t first, outs, Gather gather, double spin,
                  const_conns, writer_of, ref_type, new_id, deopt, poller):
@@ -1366,6 +1367,7 @@ cdef class DriverPath:
         self.made = {}
         self.made_before = {}
         self.block_starts = frozenset()
+        self.lend_positions = frozenset()
 
     # ------------------------------------------------------------------ calls
     cdef object _literal_frame(self, list literals, int64_t idx, link):
@@ -1505,7 +1507,11 @@ cdef class DriverPath:
             return self.run.deviate_call(actor_id, method, "with a result not ready yet (it would wait for it)")
         if q == 0 and idx != self.first and not began:
             self.run.begin_period(idx)
-        if literals:
+        if self.lend_positions and (idx - self.start) % self.period in self.lend_positions:
+            frame = self.run.nested.frame(idx, literals, serialize((tuple(literals), {})), link)
+            if frame is None:
+                return self.run.deviate_call(actor_id, method, "reading a put that nests refs this run did not make")
+        elif literals:
             payload = self.last_literals.lookup(literals)
             if payload is not None:
                 frame = INVOKE_HEADER.pack(INVOKE, idx, 1) + payload

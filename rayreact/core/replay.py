@@ -50,11 +50,13 @@ and the script is taken to change phase now and then: no plan waits again).
 
 Refs nested in a call's arguments are passed as refs, as Ray passes them: the
 driver makes each one's value reachable through the dynamic table and lends it
-to the callee's worker (core.replay_nested).
+to the callee's worker (core.replay_nested).  So are refs nested in a put's
+value: the put is an entry of the dynamic table too (it keeps them), and each
+call that reads it has them lent to its worker.
 
 Declined (the pattern runs dynamically, ``explain()`` says why): tasks with
 options beyond ``num_returns``,
-``max_retries`` and ``name``, refs nested in a put's value,
+``max_retries`` and ``name``, a put nesting refs whose own ref is passed nested,
 threaded or async actors whose calls may be retried, an actor whose calls may be retried reading its own
 results (they would die with it), generator calls, values the plan starts from
 that nest refs, loops of calls of 100 ms or more.  An actor that may restart is
@@ -1191,8 +1193,12 @@ class ReplayRun:
             ser = serialization.serialize(value)
         except serialization.SerializationError as exc:
             raise TypeError(str(exc)) from exc.__cause__
+        made = None
         if ser.contained:
-            return self.deviate("a put of a value nesting refs")
+            # (A big one would need the run's segment and the dynamic table's entry to share a file.)
+            made = self.nested.put_refs(idx, value, ser) if ser.size <= serialization.INLINE_LIMIT else None
+            if made is None:
+                return self.deviate("a put of a value nesting other refs than the plan's, or a big one")
         ext = self.ext
         if ser.size <= serialization.INLINE_LIMIT:
             tok = ext.Token(0, ser.pack())
@@ -1210,7 +1216,10 @@ class ReplayRun:
         oid = ids.new_id()
         self.given[(idx, 0)] = oid
         self.windows[-1][1].append((idx, 0, op.conn))
-        return ObjectRef(oid)
+        ref = ObjectRef(oid)
+        if made is not None:
+            self.nested.keep_put(idx, oid, made, ser)      # (once the ref exists, which keeps the entry)
+        return ref
 
     # ------------------------------------------------------------------ aging: the plan's buffering
     def begin_period(self, idx):
@@ -1221,6 +1230,7 @@ class ReplayRun:
         self.reap_arg_files()
         windows = self.windows
         horizon = idx - self.R * self.P
+        self.nested.forget_puts(horizon)
         counts = refcount.counts
         objects = self.rt.object_table.entries
         given, cache = self.given, self.cache

@@ -199,6 +199,7 @@ class Wiring:
             run.poller)
         run.fast.pool_names = frozenset(pool.name for pool in run.plan.pools)
         run.fast.block_starts = frozenset(run.plan.blocks)
+        run.fast.lend_positions = frozenset(run.nested.put_readers)
         run.fast.made_before = run.made_before
 
     def _start_workers(self, programs):

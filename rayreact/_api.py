@@ -98,7 +98,7 @@ _INIT_KEYWORDS = {
 
 def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, object_store_memory=None, local_mode=False,
          ignore_reinit_error=False, namespace=None, runtime_env=None, log_to_driver=None, logging_level="info",
-         configure_logging=True, _reactor=None, _trace=None, **kwargs):
+         configure_logging=True, _reactor=None, _trace=None, _colocate=None, **kwargs):
     """Start rayreact in this process (or connect to a Ray cluster when ``address`` names one)."""
     for key in kwargs:
         if key not in _INIT_KEYWORDS:
@@ -146,6 +146,9 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, object_s
             _reactor = os.environ.get("RAYREACT_REACTOR", "1") not in ("0", "false", "off", "no")
         if _trace is None:
             _trace = os.environ.get("RAYREACT_TRACE") or None
+        if _colocate is None:
+            from .core.colocation import wanted_by_environment
+            _colocate = wanted_by_environment()
         if local_mode:
             from .core.local_mode import LocalRuntime
             context.current = LocalRuntime(namespace=namespace, runtime_env=runtime_env,
@@ -155,7 +158,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, object_s
             rt = Runtime(num_cpus=num_cpus, num_gpus=num_gpus, resources=resources,
                          object_store_memory=object_store_memory, namespace=namespace, runtime_env=runtime_env,
                          log_to_driver=True if log_to_driver is None else log_to_driver,
-                         default_actor_lifetime=default_actor_lifetime)
+                         default_actor_lifetime=default_actor_lifetime, colocate=bool(_colocate))
             if _reactor:
                 from .core.replay import Reactor
                 rt = Reactor(rt)            # in front of the dynamic runtime: every API call reaches it first

@@ -15,6 +15,8 @@ import sys
 def _run(argv):
     parser = argparse.ArgumentParser(prog="rayreact run", description=_run.__doc__)
     parser.add_argument("--no-reactor", action="store_true", help="replay off: dynamic runtime only")
+    parser.add_argument("--colocate", action="store_true",
+                        help="actors share host processes, about one per core (as RAYREACT_COLOCATE=1 does)")
     parser.add_argument("--trace", metavar="PATH", help="write a JSON-lines call trace (see rayreact.core.trace)")
     parser.add_argument("--explain", action="store_true",
                         help="at exit, print what the reactor replayed (as RAYREACT_EXPLAIN=1 does)")
@@ -25,6 +27,8 @@ def _run(argv):
         os.environ["RAYREACT_EXPLAIN"] = "1"
     if ns.no_reactor:
         os.environ["RAYREACT_REACTOR"] = "0"
+    if ns.colocate:
+        os.environ["RAYREACT_COLOCATE"] = "1"
     if ns.trace:
         os.environ["RAYREACT_TRACE"] = os.path.abspath(ns.trace)
     os.environ["RAYREACT_ALIAS_RAY"] = "1"

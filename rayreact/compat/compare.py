@@ -6,7 +6,8 @@ Each run is a fresh subprocess with ``PYTHONHASHSEED`` fixed and tracing on:
   times, default 2) while a rayreact run differs from Ray's so far; what differs between Ray's
   runs is Ray's own nondeterminism and is not held against rayreact (see :mod:`rayreact.compat.diff`);
 * rayreact with the reactor on (``rayreact run``, ``RAYREACT_TRACE`` set), and with
-  ``--no-reactor`` also with it off (``RAYREACT_REACTOR=0``).
+  ``--no-reactor`` also with it off (``RAYREACT_REACTOR=0``), and with ``--colocate`` also with
+  actors sharing host processes (``RAYREACT_COLOCATE=1``: core.colocation).
 
 The report gives each run's wall time and exit status, the speedup over Ray, and
 per rayreact run either EQUAL or the first divergence with both sides' events.
@@ -52,6 +53,8 @@ def build_parser():
                                 description="Run a Ray script under real Ray and under rayreact and compare what ran.")
     p.add_argument("--no-reactor", action="store_true",
                    help="also run rayreact with the reactor off (RAYREACT_REACTOR=0)")
+    p.add_argument("--colocate", action="store_true",
+                   help="also run rayreact with actors sharing host processes (RAYREACT_COLOCATE=1)")
     p.add_argument("--ray-runs", type=int, default=2,
                    help="most runs under real Ray: one, and more while a candidate differs; differences between them "
                         "are Ray's own nondeterminism (default 2)")
@@ -138,13 +141,16 @@ def run_ray(ns, workdir, ray_results):
 
 
 def run_candidates(ns, workdir):
-    """Each candidate configuration once: rayreact with the reactor on (and off with ``--no-reactor``)."""
+    """Each candidate configuration once: rayreact with the reactor on (and off with ``--no-reactor``,
+    co-located with ``--colocate``)."""
     script = os.path.abspath(ns.script)
     if ns.rayreact_trace == "auto":
         ns.rayreact_trace = "native" if native_tracing_available() else "wrap"
     configs = [("rayreact (reactor on)", {})]
     if ns.no_reactor:
         configs.append(("rayreact (reactor off)", {"RAYREACT_REACTOR": "0"}))
+    if ns.colocate:
+        configs.append(("rayreact (co-located)", {"RAYREACT_COLOCATE": "1"}))
     candidates = []
     for i, (label, extra) in enumerate(configs):
         path = os.path.join(workdir, f"rayreact-{i + 1}.jsonl")

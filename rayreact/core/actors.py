@@ -9,7 +9,8 @@
     handles all gone (core.handles, via the object table) ──▶ handles_gone() ──▶ maybe_retire(): EXIT
 
 ``rt`` is the runtime (core.runtime); at construction this binds what it uses of it: ``procs``
-(core.processes), ``calls``, ``node``, ``task_pool``, ``streams``, ``object_table`` and ``code``; it reads
+(core.processes), ``calls``, ``node``, ``task_pool``, ``streams``, ``object_table``, ``code`` and
+``colocation``; it reads
 ``lock``, ``session``, ``namespace`` and ``tracing`` when it creates an actor.  ``actors`` (id -> ActorState) and ``named`` ((namespace, name) -> id) are
 read by the runtime and the replay engine (core.replay) too.  Everything runs under the runtime's lock,
 except ``create``, which takes it.
@@ -76,6 +77,7 @@ class ActorTable:
         self._table = rt.object_table
         self._objects = rt.object_table.entries
         self._code = rt.code
+        self._colocation = rt.colocation     # None unless actors share host processes (opt-in)
         self.actors = {}
         self.named = {}
         self._pending_starts = collections.deque()   # creation specs waiting for resources
@@ -201,7 +203,10 @@ class ActorTable:
             extra_env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in actor.gpu_ids)
         if spec.env:
             extra_env.update(spec.env)
-        w = self._procs.spawn("actor", actor.class_name, extra_env)
+        host = None
+        if self._colocation is not None:
+            host = self._colocation.host_for(actor, spec.env)
+        w = self._procs.spawn("actor", actor.class_name, extra_env, host=host)
         w.actor = actor
         actor.worker = w
         self._procs.ensure_defined(w, actor.code_id)
@@ -356,8 +361,8 @@ class ActorTable:
         w = actor.worker
         if w is not None:
             self._release_resources(actor)
-            if kill and not w.dead and w.pid:
-                self._procs.kill_pid(w.pid)
+            if kill and not w.dead and (w.pid or w.host is not None):
+                self._procs.end_worker(w)
         for spec in list(actor.in_flight.values()):
             self._complete_with_error(spec, error)
         actor.in_flight.clear()
@@ -449,8 +454,8 @@ class ActorTable:
                 kill=True)
             return
         w = actor.worker
-        if w is not None and not w.dead and w.pid:
-            self._procs.kill_pid(w.pid)
+        if w is not None and not w.dead and (w.pid or w.host is not None):
+            self._procs.end_worker(w)
 
     def cancel(self, object_id, force):
         """Cancel the actor call returning ``object_id``: True if one was found."""

@@ -48,7 +48,7 @@ class Explanation:
     def __str__(self):
         snap = self.snapshot
         if not snap.get("enabled"):
-            return f"rayreact reactor: off ({snap.get('why', 'disabled')})"
+            return "\n".join([f"rayreact reactor: off ({snap.get('why', 'disabled')})", *snap.get("colocation", ())])
         lines = [f"rayreact reactor: {self.state}; {len(self.runs)} replay run(s), "
                  f"{self.periods_replayed} periods replayed, {len(self.fallbacks)} fallback(s), "
                  f"{self.events} driver API events so far, {self.replayed_events} of them replayed "
@@ -74,6 +74,7 @@ class Explanation:
                 lines.append(f"  {seen} (seen in the recording so far)")
         if self.plan is None and not self.refusals and not seen:
             lines.append("no repeating pattern found yet")
+        lines.extend(snap.get("colocation", ()))
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -131,7 +132,8 @@ def explain(path=None, *, dot=None, png=None, quiet=False, file=None):
         why = "rayreact is not initialized" if rt is None else \
             ("init(_reactor=False) or RAYREACT_REACTOR=0" if getattr(rt, "is_driver", False) else
              "not available in this runtime")
-        snap = {"enabled": False, "why": why}
+        colocation = getattr(rt, "colocation", None)
+        snap = {"enabled": False, "why": why, "colocation": colocation.report() if colocation is not None else []}
     else:
         snap = reactor.snapshot()
     out = Explanation(snap)

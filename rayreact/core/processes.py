@@ -36,7 +36,7 @@ class WorkerProc:
 
     def __init__(self, index, kind):
         self.index = index
-        self.kind = kind                 # "task" or "actor"
+        self.kind = kind                 # "task", "actor", or "host" (a process of guest actors: core.hosting)
         self.pid = None
         self.ready = False
         self.dead = False
@@ -51,6 +51,9 @@ class WorkerProc:
         self.pinned = False              # lent to a replay (a task reactor): no dynamic task goes here
         self.actor = None
         self.paths = ()
+        self.host = None                 # a guest (co-location): the host process's WorkerProc it runs in
+        self.guests = set()              # a host: its live guests
+        self.killed = False              # a guest told to end by a kill: its end is no exit of its own
 
 
 class Processes:
@@ -138,7 +141,9 @@ class Processes:
             self.log_forwarder.close()     # drains the last lines, prints what deduplication held back
 
     # ================================================================== workers
-    def spawn(self, kind, display_name="Worker", extra_env=None):
+    def spawn(self, kind, display_name="Worker", extra_env=None, host=None):
+        """A new worker: its own process (forked by the zygote), or a guest of ``host``, a thread there
+        with rings of its own (core.hosting)."""
         rt = self._rt
         index = self._next_worker_index
         self._next_worker_index += 1
@@ -172,8 +177,21 @@ class Processes:
             "namespace": rt.namespace, "job_id": rt.job_id, "node_id": rt.node_id,
             "display_name": display_name, "spin": SPIN_SECONDS,
         }
-        self.command(("spawn", spec))
+        if host is None:
+            self.command(("spawn", spec))
+        else:
+            w.host = host
+            host.guests.add(w)
+            self.send(host, wire.Guest(spec))
         return w
+
+    def end_worker(self, w):
+        """Kill ``w``'s process; a guest instead ends once its running call returns (its host lives on)."""
+        if w.host is not None:
+            w.killed = True
+            self.send(w, wire.Exit(False))
+        elif w.pid:
+            self.kill_pid(w.pid)
 
     def spawned(self, index, pid):
         """SPAWNED: worker ``index`` runs as ``pid``; one whose actor died before it started is killed."""
@@ -182,7 +200,7 @@ class Processes:
             w.pid = pid
             self.pid_to_worker[pid] = w
             if w.actor is not None and w.actor.state == "DEAD" and w.actor.worker is w:
-                self.kill_pid(w.pid)
+                self.end_worker(w)
 
     def died(self, pid):
         """DIED: the worker that ran as ``pid`` (or None); its unused pages go back now."""
@@ -192,7 +210,7 @@ class Processes:
 
     def forget(self, w):
         """``w`` (marked dead) is read no more, and no longer counts as a process wanting a core."""
-        if w.pid and not w.bell.asleep():
+        if w.pid and w.host is None and not w.bell.asleep():
             channel.forget_awake_process()   # it died awake: it no longer wants a core
         if w.from_ring in self._rings:
             at = self._rings.index(w.from_ring)

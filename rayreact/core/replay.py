@@ -701,6 +701,7 @@ class Reactor(RuntimeFront):
             "plans_found": self.plans_found,
             "events": self.api_events,
             "pending": self.pending,
+            "colocation": self.rt.colocation.report() if self.rt.colocation is not None else [],
         }
 
     def timeline_events(self):

@@ -66,6 +66,7 @@ from .refs import ObjectRef
 from .runtime_api import DriverRuntimeBase
 from . import channel, ids, leftovers, wire, refcount, serialization, session_dir, submission
 from .spilling import spilling
+from .colocation import Colocation
 from .objects import READY, ObjectTable
 from .processes import SPIN_SECONDS, Processes
 from .node_resources import NodeResources
@@ -88,7 +89,8 @@ class Runtime(DriverRuntimeBase):
     is_actor = False
 
     def __init__(self, *, num_cpus=None, num_gpus=None, resources=None, object_store_memory=None,
-                 namespace=None, runtime_env=None, log_to_driver=True, default_actor_lifetime=None):
+                 namespace=None, runtime_env=None, log_to_driver=True, default_actor_lifetime=None,
+                 colocate=False):
         _raise_open_file_limit()
         self.namespace = namespace or f"anon-{os.urandom(4).hex()}"
         self.default_actor_lifetime = default_actor_lifetime or "non_detached"   # (JobConfig's)
@@ -126,6 +128,8 @@ class Runtime(DriverRuntimeBase):
         spilling.configure(self.shm_dir, self.spill_dir, self.store_limit, self.object_table.shared_memory_used)
         serialization.segment_pool.spill_dir = self.spill_dir
         procs = self.procs = Processes(self, prefix)
+        # Opt-in: actors share host processes, about one per core (core.colocation, core.hosting).
+        self.colocation = Colocation(procs, self.num_cpus) if colocate else None
         self.poller = procs.poller
         self.workers = procs.workers       # index -> WorkerProc
         self.zygote = procs.start_zygote(self._session_lock)
@@ -238,6 +242,13 @@ class Runtime(DriverRuntimeBase):
         self.procs.remove_files(w)
         if self._reactor is not None:
             self._reactor.worker_died(w)
+        if w.host is not None:
+            w.host.guests.discard(w)
+        for guest in list(w.guests):         # a host process died: every actor it hosted with it
+            if not guest.dead:
+                for raw in guest.from_ring.read_all():
+                    self._on_worker_message(guest, wire.decode(raw))
+                self.on_worker_died(guest, f"{reason} (the process hosted it with other actors: co-location)")
 
     # ================================================================== for the components (lock held)
     def cancel_locked(self, object_id, force):
@@ -381,10 +392,16 @@ class Runtime(DriverRuntimeBase):
             self._on_stream_item(w, msg.object_id, msg.desc, msg.keep)
         elif kind == wire.READY:
             w.ready = True
+            if w.pid is None:
+                w.pid = msg.pid              # a guest (its host's pid): the zygote forked nothing for it
             if w.kind == "task" and w.task is None:
                 self.task_pool.worker_ready(w)
         elif kind == wire.EXITING:
-            w.exiting = True
+            w.exiting = not w.killed         # (a killed guest says it exits, as it is told to)
+        elif kind == wire.ENDED:
+            if not w.dead:                   # a guest's thread ended; its host process lives on
+                self.on_worker_died(w, f"The actor's thread in its host process (pid={w.pid}) ended "
+                                       f"with code {msg.code}.")
         elif kind == wire.DROPPED:
             self.task_pool.on_given_back(w, msg.task_id)
 

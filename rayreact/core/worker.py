@@ -29,7 +29,7 @@ import time
 import traceback
 
 from .. import exceptions
-from . import channel, context, executor, handles, ids, wire, refcount, serialization
+from . import channel, context, executor, handles, hosting, ids, wire, refcount, serialization
 from .serialization import INLINE, SEGMENT
 from .handoff import handoff
 from .spilling import spilling
@@ -125,12 +125,18 @@ def run_forked(spec):
     os.environ.update(spec.get("env", {}))
     for key in spec.get("unset_env", ()):
         os.environ.pop(key, None)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed()    # as in a new process: forked workers would all draw the zygote's numbers
     worker = Worker(spec)
+    shown = worker          # whose name prefixes output lines: in a host, the guest that printed them
+    if worker.kind == "host":
+        shown = worker.host_of_guests().router
     signal.signal(signal.SIGINT, worker._on_sigint)
     set_title(_IDLE_TITLE)
     if spec.get("log_to_driver", True):
-        sys.stdout = _LinePrefixer(1, worker)
-        sys.stderr = _LinePrefixer(2, worker)
+        sys.stdout = _LinePrefixer(1, shown)
+        sys.stderr = _LinePrefixer(2, shown)
     else:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
@@ -158,6 +164,7 @@ class _DriverApi(context.RuntimeHooks):
         self._pending_replies[req_id] = slot
         self.send(wire.Request(req_id, verb, payload))
         deadline = None if timeout is None else time.monotonic() + timeout
+        let_go = self.host is not None and self.host.baton.let_go(self)    # (others run while this waits)
         try:
             while not slot[2]:
                 remaining = None if deadline is None else deadline - time.monotonic()
@@ -187,6 +194,8 @@ class _DriverApi(context.RuntimeHooks):
             return slot[1]
         finally:
             self._pending_replies.pop(req_id, None)
+            if let_go:
+                self.host.baton.take(self)
 
     def post(self, verb, payload):
         """A request with no reply (submissions: FIFO order makes them visible before any later get)."""
@@ -326,8 +335,10 @@ class Worker(_DriverApi):
     is_driver = False
     local_mode = False
 
-    def __init__(self, spec):
+    def __init__(self, spec, host=None):
         self.spec = spec
+        self.host = host                 # the hosting.Host this guest worker runs in (co-location), or None
+        self._hosting = None             # a host process's own worker: its hosting.Host
         self.index = spec["worker_index"]
         self.kind = spec["kind"]
         self.session = spec["session"]
@@ -354,10 +365,11 @@ class Worker(_DriverApi):
         self._bell = channel.Doorbell(spec["worker_bell"])
         self._bell.enter_active()
         driver_bell = channel.Doorbell(spec["driver_bell"])
-        channel.count_awake_on(driver_bell, True)
-        spilling.configure(self.shm_dir, spec.get("spill_dir"), spec.get("store_limit", 0),
-                           channel.store_used_published)
-        handoff.start(self.shm_dir, self.session)
+        if host is None:                 # (once per process: a guest's host did it)
+            channel.count_awake_on(driver_bell, True)
+            spilling.configure(self.shm_dir, spec.get("spill_dir"), spec.get("store_limit", 0),
+                               channel.store_used_published)
+            handoff.start(self.shm_dir, self.session)
         self._inbound = channel.Ring(spec["to_worker"])
         self._inbound.writer_bell = driver_bell
         self._outbound = channel.Ring(spec["from_worker"])
@@ -383,7 +395,19 @@ class Worker(_DriverApi):
         if os.environ.get("RAYREACT_TRACE"):
             from .tracing import Tracer
             self._tracer = Tracer.from_environment()
-        context.current = self
+        if host is None:
+            context.current = self
+
+    def host_of_guests(self):
+        """A host process's worker: the hosting.Host of its guests (made once; it routes the API by thread)."""
+        if self._hosting is None:
+            self._hosting = hosting.Host(self)
+            context.current = self._hosting.router
+        return self._hosting
+
+    def take_received(self, oid):
+        """How many refs to ``oid`` the driver lent us, forgotten now (they are being given back)."""
+        return self._received.pop(oid, 0)
 
     # ---------------------------------------------------------------- transport
     def send(self, msg):
@@ -391,9 +415,14 @@ class Worker(_DriverApi):
         with self._send_lock:
             while not self._outbound.write(data, 1.0):
                 if self._outbound.is_closed():
+                    if self.host is not None:
+                        raise hosting.GuestEnded(1)
                     os._exit(1)
 
     def flush_releases(self):
+        if self.host is not None or self._hosting is not None:
+            (self.host or self._hosting).flush_releases()     # the process's drops, for every worker in it
+            return
         released = refcount.drain_released()
         if not released:
             return
@@ -472,6 +501,8 @@ class Worker(_DriverApi):
         elif kind == wire.REACTOR:
             from . import reactor
             reactor.handle(self, msg)
+        elif kind == wire.GUEST:
+            self.host_of_guests().start_guest(msg.spec)
 
     def load_code(self, code_id):
         obj = self._code.get(code_id)
@@ -583,7 +614,7 @@ class Worker(_DriverApi):
             return False
         if task_id in self._cancelled_calls:
             return True
-        if threading.current_thread() is threading.main_thread():
+        if threading.current_thread() is self._reader_thread:
             return self._cancelled_before_start(task_id)
         return False
 
@@ -728,11 +759,11 @@ class Worker(_DriverApi):
         else:
             self.send(wire.Done(b"create:" + actor_id, [(b"", self.store_value(b"", error, True))], False))
         if self.exit_requested:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
+            self._end(0)
 
     def _construct(self, init, args, kwargs):
+        if self.host is not None:
+            init = self.host.baton.run(self, init)
         if self._loop is None:
             init(*args, **kwargs)
             return
@@ -819,6 +850,12 @@ class Worker(_DriverApi):
         return asyncio.run_coroutine_threadsafe(within_the_limit(), self._loop)
 
     def call_target(self, method_name):
+        fn = self._call_target(method_name)
+        if self.host is not None:
+            return self.host.baton.run(self, fn)
+        return fn
+
+    def _call_target(self, method_name):
         if method_name == "__ray_ready__":
             return lambda: True
         if method_name == "__ray_call__":          # handle.__ray_call__.remote(fn, *args): fn(the actor, *args)
@@ -921,22 +958,33 @@ class Worker(_DriverApi):
         self._exit_lock.acquire()       # never released: a second caller waits for the process to end
         self.send(wire.Exiting("exit_actor"))
         self._graceful_cleanup()
+        self._end(0)
+
+    def _end(self, code):
+        """The actor ends: its process, or, for a guest, its thread (the host goes on)."""
+        if self.host is not None:
+            raise hosting.GuestEnded(code)
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(0)
+        os._exit(code)
 
     def _graceful_cleanup(self):
         """A graceful end (exit_actor, __ray_terminate__, out of scope) runs the actor's ``__ray_shutdown__``
-        and then its atexit handlers, as in Ray; ``ray.kill`` runs neither."""
-        cutoff = threading.Timer(GRACEFUL_SHUTDOWN_S, os._exit, (1,))
-        cutoff.daemon = True
-        cutoff.start()
+        and then its atexit handlers, as in Ray; ``ray.kill`` runs neither.  A guest runs only its
+        ``__ray_shutdown__`` (the atexit handlers are the host process's)."""
+        if self.host is None:
+            cutoff = threading.Timer(GRACEFUL_SHUTDOWN_S, os._exit, (1,))
+            cutoff.daemon = True
+            cutoff.start()
         shutdown = getattr(self.actor_instance, "__ray_shutdown__", None)
         if shutdown is not None:
             try:
                 shutdown()
             except Exception:  # noqa: BLE001 - reported, and the actor still ends
                 traceback.print_exc()
+        if self.host is not None:
+            self.host.run_at_exit(self)
+            return
         try:
             import atexit
             atexit._run_exitfuncs()

@@ -1,0 +1,232 @@
+"""Several actors in one worker process (co-location, opt-in): a host process and its guest workers.
+
+::
+
+    driver ──ring D→H── Guest(spec) ──▶ host process: a Worker of kind "host" (its main thread)
+                                           └─ a thread per guest: Worker(spec).serve(), with rings of its own
+                                              to the driver, so the driver sees one worker per actor
+    user code of a guest ──▶ context.current (GuestRouter) ──▶ the guest worker of the calling thread
+    a guest's method runs holding the host's Baton; it lets go while it waits in ray.get / ray.wait /
+        time.sleep, so a blocking get in one actor does not stall another
+        taking the baton from another guest switches the global generators (random, numpy, torch) to the
+        taker's own: each actor draws from its own streams, as in a process of its own
+    refs dropped anywhere in the process ──▶ Host.flush_releases: each guest gives back what it was lent
+    a guest ends (exit_actor, ray.kill, out of scope) ──▶ Ended ──▶ the driver: that worker ended, the
+        host and its other guests live on
+    the host process dies ──▶ the driver: every guest of it died (ActorDiedError for each actor's callers)
+
+What guests share: the pid, module globals (an actor class that writes them or its class attributes is
+not co-located: core.colocation), the working directory, environment variables, the process title.
+An actor's ``atexit`` handlers are its own: they run when it ends gracefully.
+A method that blocks in anything but ray.get/wait and time.sleep (a lock, a socket) holds the baton
+meanwhile, so the host's other actors wait for it.  ``ray.kill`` of a guest ends it once its running
+call returns (its callers see it dead at once).
+"""
+
+from __future__ import annotations
+
+import atexit
+import random
+import sys
+import threading
+import time
+import traceback
+
+from . import refcount, wire
+from .runtime_api import RuntimeFront
+
+_here = threading.local()          # .worker: the guest worker whose thread this is
+_real_sleep = time.sleep
+_real_at_exit = atexit.register
+
+
+class GuestEnded(BaseException):
+    """Ends a guest's thread (exit_actor, ring closed): the host process goes on."""
+
+    def __init__(self, code=0):
+        super().__init__(code)
+        self.code = code
+
+
+# ---------------------------------------------------------------------- the global generators
+def _fresh_states():
+    """What a new process starts with: ``random`` and numpy seeded from the OS, torch at its default seed.
+    None for a module not imported yet: it is given fresh state when it first is."""
+    np = sys.modules.get("numpy")
+    torch = sys.modules.get("torch")
+    return [random.Random().getstate(),
+            np.random.RandomState().get_state() if np is not None else None,
+            torch.Generator().get_state() if torch is not None and hasattr(torch, "Generator") else None]
+
+
+def _save_states():
+    np = sys.modules.get("numpy")
+    torch = sys.modules.get("torch")
+    return [random.getstate(),
+            np.random.get_state() if np is not None else None,
+            torch.get_rng_state() if torch is not None and hasattr(torch, "get_rng_state") else None]
+
+
+def _restore_states(states):
+    random.setstate(states[0])
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.set_state(states[1] if states[1] is not None else np.random.RandomState().get_state())
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "set_rng_state"):
+        torch.set_rng_state(states[2] if states[2] is not None else torch.Generator().get_state())
+
+
+class Baton:
+    """Held by the guest whose user code runs; the global generators are the holder's while it holds it."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.holder = None               # the guest running user code now
+        self._states_of = None           # the guest whose generator states the globals are now
+        self._saved = {}                 # guest -> its saved generator states
+
+    def take(self, guest):
+        self._lock.acquire()
+        self.holder = guest
+        if self._states_of is not guest:
+            if self._states_of is not None:
+                self._saved[self._states_of] = _save_states()
+            states = self._saved.pop(guest, None)
+            _restore_states(states if states is not None else _fresh_states())
+            self._states_of = guest
+
+    def give(self):
+        self.holder = None
+        self._lock.release()
+
+    def forget(self, guest):
+        """``guest`` ended: its states are kept no more."""
+        self._saved.pop(guest, None)
+
+    def run(self, guest, fn):
+        """``fn``, to be called holding the baton as ``guest``."""
+        def holding(*args, **kwargs):
+            self.take(guest)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.give()
+        return holding
+
+    def let_go(self, guest):
+        """Before ``guest`` blocks: True if it held the baton and gave it up (``take`` it back after)."""
+        if self.holder is guest and guest is not None:
+            self.give()
+            return True
+        return False
+
+
+# ---------------------------------------------------------------------- the API as user code sees it
+class GuestRouter(RuntimeFront):
+    """``context.current`` in a host process: every API call goes to the calling thread's guest (a thread
+    user code started falls to the guest running user code now, else to the host itself)."""
+
+    is_driver = False
+    local_mode = False
+    survives_fork = False
+
+    def __init__(self, host):
+        self._host = host
+
+    @property
+    def behind(self):
+        worker = getattr(_here, "worker", None)
+        if worker is None:
+            worker = self._host.baton.holder or self._host.worker
+        return worker
+
+    @property
+    def display_name(self):
+        """(The name output lines of this thread are prefixed with.)"""
+        return self.behind.display_name
+
+
+class Host:
+    """The host process's own worker (``worker``), its guests, and what they share."""
+
+    def __init__(self, worker):
+        self.worker = worker
+        self.guests = {}                 # worker index -> guest Worker
+        self.baton = Baton()
+        self.router = GuestRouter(self)
+        self._at_exit = {}               # guest -> [(fn, args, kwargs)] its code registered with atexit
+        # (Module functions that user code looks up at call time, or imports after the host started.)
+        time.sleep = self._sleep
+        atexit.register = self._register_at_exit
+
+    def _guest_here(self):
+        return getattr(_here, "worker", None) or self.baton.holder
+
+    def _register_at_exit(self, fn, *args, **kwargs):
+        """atexit.register in a guest's code: run when that actor ends gracefully, as its own process would."""
+        guest = self._guest_here()
+        if guest is None:
+            return _real_at_exit(fn, *args, **kwargs)
+        self._at_exit.setdefault(guest, []).append((fn, args, kwargs))
+        return fn
+
+    def run_at_exit(self, guest):
+        """The atexit handlers ``guest``'s code registered, last first (its graceful end)."""
+        for fn, args, kwargs in reversed(self._at_exit.pop(guest, [])):
+            try:
+                fn(*args, **kwargs)
+            except Exception:  # noqa: BLE001 - reported, as Python reports a failing atexit handler
+                traceback.print_exc()
+
+    def start_guest(self, spec):
+        """A Guest message: run a worker of ``spec`` on a thread of its own."""
+        threading.Thread(target=self._run_guest, args=(spec,), name=f"rayreact-guest-{spec['worker_index']}",
+                         daemon=True).start()
+
+    def _run_guest(self, spec):
+        guest = type(self.worker)(spec, host=self)
+        _here.worker = guest
+        self.guests[guest.index] = guest
+        code = 0
+        try:
+            guest.serve()
+        except GuestEnded as end:
+            code = end.code
+        except BaseException:  # noqa: BLE001 - the guest ends; the host and its other guests go on
+            traceback.print_exc()
+            code = 1
+        finally:
+            self.guests.pop(guest.index, None)
+            self.baton.forget(guest)
+            self._at_exit.pop(guest, None)
+            try:
+                guest.send(wire.Ended(code))
+            except BaseException:  # noqa: BLE001 - its ring is gone: the driver already counts it dead
+                pass
+
+    def flush_releases(self):
+        """Refs dropped in this process: each worker here gives back what the driver lent it."""
+        released = refcount.drain_released()
+        if not released:
+            return
+        counts = refcount.counts
+        workers = [self.worker, *list(self.guests.values())]
+        for worker in workers:
+            batch = []
+            for oid in released:
+                if not counts.get(oid):
+                    n = worker.take_received(oid)
+                    if n:
+                        batch.append((oid, n))
+            if batch:
+                worker.send(wire.Release(batch))
+
+    def _sleep(self, seconds):
+        guest = getattr(_here, "worker", None)
+        let_go = self.baton.let_go(guest)
+        try:
+            _real_sleep(seconds)
+        finally:
+            if let_go:
+                self.baton.take(guest)

@@ -1,0 +1,244 @@
+"""Co-located actors (init(_colocate=True)): several actors per host process, each with Ray's semantics.
+
+Every scenario runs on real Ray, on rayreact with actors co-located, and co-located with the scenario
+repeated until it replays; the assertions are what a script can observe either way (results, which
+actors die with a process, the generators each actor draws from).  What only co-location has (where
+actors went, why some went apart) is checked on rayreact alone.
+"""
+
+import os
+import random
+import signal
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import wait_until_calls_fail
+
+from rayreact.core.colocation import class_refusal
+
+GET_TIMEOUT = 120                   # a deadline against a hang, never reached when things work
+COLOCATED = "rayreact-colocated"
+COLOCATED_REPLAY = "rayreact-colocated-replay"
+
+
+@pytest.fixture(scope="module", params=["ray", COLOCATED, COLOCATED_REPLAY])
+def ray(request):
+    import importlib
+    name = request.param
+    module = importlib.import_module("ray" if name == "ray" else "rayreact")
+    if module.is_initialized():
+        module.shutdown()
+    extra = {} if name == "ray" else {"_colocate": True, "_reactor": name == COLOCATED_REPLAY}
+    module.init(num_cpus=2, include_dashboard=False, **extra)
+    module.backend_name = name
+    yield module
+    module.shutdown()
+
+
+def _repeats(ray):
+    """How often a scenario runs: until its loop replays, with the reactor on."""
+    return 3 if getattr(ray, "backend_name", "") == COLOCATED_REPLAY else 1
+
+
+class Sampler:
+    """Seeds the global generators in its constructor, as RL actors do, and draws from them per call."""
+
+    def __init__(self, seed):
+        random.seed(seed)
+        np.random.seed(seed)
+        torch.manual_seed(seed)
+
+    def draw(self, k):
+        return [k, random.random(), float(np.random.rand()), float(torch.rand(1))]
+
+    def pid(self):
+        return os.getpid()
+
+
+def _expected_draws(seed, n):
+    r, rs, g = random.Random(seed), np.random.RandomState(seed), torch.Generator().manual_seed(seed)
+    return [[k, r.random(), float(rs.rand()), float(torch.rand(1, generator=g))] for k in range(n)]
+
+
+def test_actors_seeding_the_global_generators_each_draw_their_own_streams(ray):
+    samplers = [ray.remote(Sampler).remote(seed) for seed in range(6)]
+    for _ in range(_repeats(ray)):
+        for s in samplers:
+            ray.get(s.pid.remote())
+        rows = [ray.get([s.draw.remote(k) for s in samplers]) for k in range(60)]
+        for seed in range(6):
+            assert [row[seed] for row in rows] == _expected_draws(seed, 60)
+        samplers = [ray.remote(Sampler).remote(seed) for seed in range(6)]
+
+
+class Unseeded:
+    def draw(self):
+        return float(np.random.rand()), random.random()
+
+
+def test_unseeded_actors_draw_different_numbers(ray):
+    a, b = ray.remote(Unseeded).remote(), ray.remote(Unseeded).remote()
+    first = ray.get([a.draw.remote() for _ in range(5)])
+    second = ray.get([b.draw.remote() for _ in range(5)])
+    assert first != second          # as in processes of their own: streams seeded apart
+
+
+class Producer:
+    def __init__(self):
+        self.made = 0
+
+    def make(self, x):
+        self.made += 1
+        return x * 10
+
+
+def _backend():
+    """The API module as seen inside a worker (rayreact's, or Ray's)."""
+    import rayreact
+    return rayreact if rayreact.is_initialized() else __import__("ray")
+
+
+class Caller:
+    def ask(self, other, x):
+        return _backend().get(other.make.remote(x), timeout=GET_TIMEOUT) + 1
+
+
+def test_an_actor_blocked_in_get_lets_a_co_hosted_actor_run_the_call_it_waits_for(ray):
+    # Placed in turn on the hosts: callers[k] and producers[k] share one.  The producer's call is made by
+    # the caller's method, so it can run only while that method waits in get.
+    callers = [ray.remote(Caller).remote() for _ in range(2)]
+    producers = [ray.remote(Producer).remote() for _ in range(2)]
+    for _ in range(_repeats(ray)):
+        asked = [c.ask.remote(p, i) for i in range(20) for c, p in zip(callers, producers)]
+        assert ray.get(asked, timeout=GET_TIMEOUT) == [10 * i + 1 for i in range(20) for _ in range(2)]
+
+
+class Blocker:
+    def wait_then_add(self, refs, y):
+        return _backend().get(refs[0], timeout=GET_TIMEOUT) + y
+
+
+def test_an_actor_waiting_on_a_later_call_of_a_co_hosted_actor_is_not_stalled(ray):
+    actors = [ray.remote(Blocker).remote() for _ in range(2)] + [ray.remote(Producer).remote() for _ in range(2)]
+    blockers, producers = actors[:2], actors[2:]
+    for _ in range(_repeats(ray)):
+        results = []
+        for i in range(30):
+            later = [p.make.remote(i) for p in producers]
+            results.extend(b.wait_then_add.remote([r], 1) for b, r in zip(blockers, reversed(later)))
+        assert ray.get(results, timeout=GET_TIMEOUT) == [10 * i + 1 for i in range(30) for _ in range(2)]
+
+
+def test_killing_one_actor_leaves_the_others(ray):
+    samplers = [ray.remote(Sampler).remote(seed) for seed in range(4)]
+    ray.get([s.pid.remote() for s in samplers])
+    ray.kill(samplers[1])
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(samplers[1].draw.remote(0), timeout=GET_TIMEOUT)
+    others = [samplers[0], samplers[2], samplers[3]]
+    assert [row[0] for row in ray.get([s.draw.remote(7) for s in others])] == [7, 7, 7]
+
+
+class Quitter:
+    def quit(self):
+        _backend().actor.exit_actor()
+
+    def ping(self):
+        return "pong"
+
+
+def test_exit_actor_ends_only_that_actor(ray):
+    quitters = [ray.remote(Quitter).remote() for _ in range(4)]
+    assert ray.get([q.ping.remote() for q in quitters]) == ["pong"] * 4
+    quitters[0].quit.remote()
+    wait_until_calls_fail(ray, quitters[0].ping.remote)
+    assert ray.get([q.ping.remote() for q in quitters[1:]]) == ["pong"] * 3
+
+
+def test_a_killed_process_fails_exactly_the_actors_it_ran(ray):
+    samplers = [ray.remote(Sampler).remote(seed) for seed in range(4)]
+    pids = ray.get([s.pid.remote() for s in samplers])
+    os.kill(pids[0], signal.SIGKILL)
+    for s, pid in zip(samplers, pids):
+        if pid == pids[0]:
+            wait_until_calls_fail(ray, lambda s=s: s.draw.remote(0))
+        else:
+            assert ray.get(s.draw.remote(3), timeout=GET_TIMEOUT)[0] == 3
+
+
+def test_a_replayed_loop_of_co_located_actors_gives_the_dynamic_results(ray):
+    samplers = [ray.remote(Sampler).remote(seed) for seed in range(8)]
+    rows = [ray.get([s.draw.remote(k) for s in samplers]) for k in range(200)]
+    for seed in range(8):
+        assert [row[seed] for row in rows] == _expected_draws(seed, 200)
+    if ray.backend_name == COLOCATED_REPLAY:
+        assert ray.explain(quiet=True).periods_replayed >= 100
+    if ray.backend_name != "ray":
+        assert len(set(ray.get([s.pid.remote() for s in samplers]))) <= 2     # one host per CPU
+
+
+# ---------------------------------------------------------------------- what only co-location has
+class Threaded:
+    def ping(self):
+        return os.getpid()
+
+
+COUNTER = 0
+
+
+class WritesAGlobal:
+    def bump(self):
+        global COUNTER
+        COUNTER += 1
+        return COUNTER
+
+
+class WritesItsClass:
+    total = 0
+
+    def bump(self):
+        WritesItsClass.total += 1
+        return WritesItsClass.total
+
+
+class KeepsItsOwnState:
+    total = 0                            # a default the instance shadows: not shared
+
+    def bump(self):
+        self.total += 1
+        return self.total
+
+
+def test_explain_says_where_actors_went_and_why_some_went_apart(ray):
+    if ray.backend_name == "ray":
+        return                           # (Ray has no co-location to explain)
+    apart = [ray.remote(Threaded).options(max_concurrency=4).remote(), ray.remote(WritesAGlobal).remote(),
+             ray.remote(WritesItsClass).remote()]
+    together = [ray.remote(KeepsItsOwnState).remote() for _ in range(3)]
+    assert ray.get(apart[0].ping.remote()) != os.getpid()
+    assert ray.get([a.bump.remote() for a in apart[1:]]) == [1, 1]
+    assert ray.get([t.bump.remote() for t in together]) == [1, 1, 1]
+    report = str(ray.explain(quiet=True))
+    assert "co-location:" in report
+    assert "KeepsItsOwnState on host pid" in report
+    assert "Threaded in a process of its own: a threaded actor (max_concurrency=4)" in report
+    assert "WritesAGlobal in a process of its own: WritesAGlobal.bump assigns the module global 'COUNTER'" in report
+    assert "WritesItsClass in a process of its own: WritesItsClass.bump may assign the class attribute 'total'" \
+        in report
+
+
+def test_class_refusal_reads_what_methods_assign():
+    assert class_refusal(KeepsItsOwnState) is None
+    assert class_refusal(Sampler) is None
+    assert "module global 'COUNTER'" in class_refusal(WritesAGlobal)
+    assert "class attribute 'total'" in class_refusal(WritesItsClass)
+
+    class ViaType:
+        hits = 0
+
+        def hit(self):
+            type(self).hits += 1
+
+    assert "class attribute 'hits'" in class_refusal(ViaType)

@@ -8,8 +8,9 @@
     user code of a guest ──▶ context.current (GuestRouter) ──▶ the guest worker of the calling thread
     a guest's method runs holding the host's Baton; it lets go while it waits in ray.get / ray.wait /
         time.sleep, so a blocking get in one actor does not stall another
-        taking the baton from another guest switches the global generators (random, numpy, torch) to the
-        taker's own: each actor draws from its own streams, as in a process of its own
+    random.* / np.random.* ──▶ Generators: the calling guest's own instances; taking the baton from another
+        guest switches torch's default generator: each actor draws from its own streams, as in a process
+        of its own
     refs dropped anywhere in the process ──▶ Host.flush_releases: each guest gives back what it was lent
     a guest ends (exit_actor, ray.kill, out of scope) ──▶ Ended ──▶ the driver: that worker ended, the
         host and its other guests live on
@@ -49,59 +50,91 @@ class GuestEnded(BaseException):
 
 
 # ---------------------------------------------------------------------- the global generators
-def _fresh_states():
-    """What a new process starts with: ``random`` and numpy seeded from the OS, torch at its default seed.
-    None for a module not imported yet: it is given fresh state when it first is."""
-    np = sys.modules.get("numpy")
+class Generators:
+    """Each guest's own ``random`` and numpy global generators, and torch's default generator per guest.
+
+    The module functions of ``random`` and ``numpy.random`` (``random.random``, ``np.random.seed``...) are
+    bound methods of one hidden instance each; in a host they are replaced by functions that call the
+    instance of the calling thread's guest, created as a new process would seed it (from the OS).  No
+    state is copied: a draw costs one more function call.  torch's default generator is a C++ singleton,
+    so its state is switched with the baton (a microsecond).
+    """
+
+    def __init__(self, host):
+        self._host = host
+        self._own = {}                   # guest -> (random.Random, numpy RandomState)
+        import numpy as np               # (a dependency of rayreact: present, and usually imported already)
+        self._np = np
+        self._route(random, random._inst, 0)
+        self._route(np.random, np.random.mtrand._rand, 1)
+        self._route(np.random.mtrand, np.random.mtrand._rand, 1)
+
+    def _route(self, module, hidden, which):
+        for name, value in list(vars(module).items()):
+            # (numpy's ``seed`` is a module function that seeds the hidden instance: routed by its name too)
+            if callable(value) and not isinstance(value, type) and (
+                    getattr(value, "__self__", None) is hidden or (name == "seed" and hasattr(hidden, name))):
+                setattr(module, name, self._routed(name, hidden, which, value))
+
+    def _routed(self, name, hidden, which, original):
+        host, own, fresh = self._host, self._own, self._fresh
+
+        def routed(*args, **kwargs):
+            guest = getattr(_here, "worker", None) or host.baton.holder
+            if guest is None:
+                return original(*args, **kwargs)
+            mine = own.get(guest)
+            if mine is None:
+                mine = own[guest] = fresh()
+            return getattr(mine[which], name)(*args, **kwargs)
+        routed.__name__ = routed.__qualname__ = name
+        routed.__doc__ = original.__doc__
+        routed.__wrapped__ = original
+        return routed
+
+    def _fresh(self):
+        return random.Random(), self._np.random.RandomState()
+
+    def forget(self, guest):
+        self._own.pop(guest, None)
+
+
+def _torch_state():
     torch = sys.modules.get("torch")
-    return [random.Random().getstate(),
-            np.random.RandomState().get_state() if np is not None else None,
-            torch.Generator().get_state() if torch is not None and hasattr(torch, "Generator") else None]
+    return torch.get_rng_state() if torch is not None and hasattr(torch, "get_rng_state") else None
 
 
-def _save_states():
-    np = sys.modules.get("numpy")
-    torch = sys.modules.get("torch")
-    return [random.getstate(),
-            np.random.get_state() if np is not None else None,
-            torch.get_rng_state() if torch is not None and hasattr(torch, "get_rng_state") else None]
-
-
-def _restore_states(states):
-    random.setstate(states[0])
-    np = sys.modules.get("numpy")
-    if np is not None:
-        np.random.set_state(states[1] if states[1] is not None else np.random.RandomState().get_state())
+def _set_torch_state(state):
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "set_rng_state"):
-        torch.set_rng_state(states[2] if states[2] is not None else torch.Generator().get_state())
+        # (None: the guest has not drawn yet, or torch came since: a new process's default seed)
+        torch.set_rng_state(state if state is not None else torch.Generator().get_state())
 
 
 class Baton:
-    """Held by the guest whose user code runs; the global generators are the holder's while it holds it."""
+    """Held by the guest whose user code runs; torch's default generator is the holder's while it holds it."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self.holder = None               # the guest running user code now
-        self._states_of = None           # the guest whose generator states the globals are now
-        self._saved = {}                 # guest -> its saved generator states
+        self._torch_of = None            # the guest whose state torch's default generator has now
+        self._saved = {}                 # guest -> its torch generator state
 
     def take(self, guest):
         self._lock.acquire()
         self.holder = guest
-        if self._states_of is not guest:
-            if self._states_of is not None:
-                self._saved[self._states_of] = _save_states()
-            states = self._saved.pop(guest, None)
-            _restore_states(states if states is not None else _fresh_states())
-            self._states_of = guest
+        if self._torch_of is not guest:
+            if self._torch_of is not None:
+                self._saved[self._torch_of] = _torch_state()
+            _set_torch_state(self._saved.pop(guest, None))
+            self._torch_of = guest
 
     def give(self):
         self.holder = None
         self._lock.release()
 
     def forget(self, guest):
-        """``guest`` ended: its states are kept no more."""
+        """``guest`` ended: its state is kept no more."""
         self._saved.pop(guest, None)
 
     def run(self, guest, fn):
@@ -154,6 +187,7 @@ class Host:
         self.worker = worker
         self.guests = {}                 # worker index -> guest Worker
         self.baton = Baton()
+        self.generators = Generators(self)
         self.router = GuestRouter(self)
         self._at_exit = {}               # guest -> [(fn, args, kwargs)] its code registered with atexit
         # (Module functions that user code looks up at call time, or imports after the host started.)
@@ -199,6 +233,7 @@ class Host:
         finally:
             self.guests.pop(guest.index, None)
             self.baton.forget(guest)
+            self.generators.forget(guest)
             self._at_exit.pop(guest, None)
             try:
                 guest.send(wire.Ended(code))

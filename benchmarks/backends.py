@@ -4,7 +4,8 @@ A backend is a command prefix plus environment variables. Real Ray runs the
 script as is; rayreact runs it through its CLI's ``run`` (wrapped by
 ``benchmarks.rayreact_launcher``, which also notes what the reactor replayed),
 which makes ``import ray`` resolve to rayreact; the reactor switch is the
-``RAYREACT_REACTOR`` environment variable.
+``RAYREACT_REACTOR`` environment variable, and ``RAYREACT_COLOCATE`` makes actors share host
+processes (the fourth column).
 """
 
 from __future__ import annotations
@@ -44,10 +45,12 @@ _RAYREACT_RUN = (sys.executable, "-m", "benchmarks.rayreact_launcher")  # = pyth
 RAYREACT = Backend("rayreact", "rayreact", _RAYREACT_RUN, {"RAYREACT_REACTOR": "1"}, reports_reactor=True)
 RAYREACT_NO_REACTOR = Backend("rayreact-noreactor", "rayreact (reactor off)", _RAYREACT_RUN,
                               {"RAYREACT_REACTOR": "0"}, reports_reactor=True)
+RAYREACT_COLOCATED = Backend("rayreact-colocated", "rayreact (co-located)", _RAYREACT_RUN,
+                             {"RAYREACT_REACTOR": "1", "RAYREACT_COLOCATE": "1"}, reports_reactor=True)
 # The same script with no Ray at all (only scripts that support --serial), for baselines.
 SERIAL = Backend("serial", "no Ray, one process", (sys.executable,))
 
-ALL = {b.name: b for b in (RAY, RAYREACT, RAYREACT_NO_REACTOR)}
+ALL = {b.name: b for b in (RAY, RAYREACT, RAYREACT_NO_REACTOR, RAYREACT_COLOCATED)}
 
 
 def reactor_available():

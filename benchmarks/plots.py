@@ -10,9 +10,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
-from benchmarks.backends import RAYREACT, RAYREACT_NO_REACTOR  # noqa: E402
+from benchmarks.backends import RAYREACT, RAYREACT_COLOCATED, RAYREACT_NO_REACTOR  # noqa: E402
 
-SERIES = [(RAYREACT, "#1f77b4"), (RAYREACT_NO_REACTOR, "#aec7e8")]
+SERIES = [(RAYREACT, "#1f77b4"), (RAYREACT_NO_REACTOR, "#aec7e8"), (RAYREACT_COLOCATED, "#2ca02c")]
 
 
 def _speedup_chart(title, labels, series, targets, path):

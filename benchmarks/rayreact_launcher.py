@@ -26,6 +26,7 @@ def _summarize(explanation):
         "period_lengths": [getattr(run.get("plan"), "period", None) for run in explanation.runs],
         "fallbacks": [str(reason) for _, reason, _ in explanation.fallbacks][:10],
         "refusals": {str(reason): count for reason, count in explanation.refusals.items()},
+        "colocation": list(snapshot.get("colocation", ())),     # where actors went (co-located runs)
     }
 
 

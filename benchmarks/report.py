@@ -11,9 +11,9 @@ import json
 import os
 from dataclasses import asdict
 
-from benchmarks.backends import ALL, RAY, RAYREACT, RAYREACT_NO_REACTOR
+from benchmarks.backends import ALL, RAY, RAYREACT, RAYREACT_COLOCATED, RAYREACT_NO_REACTOR
 
-COLUMNS = [RAY, RAYREACT, RAYREACT_NO_REACTOR]
+COLUMNS = [RAY, RAYREACT, RAYREACT_NO_REACTOR, RAYREACT_COLOCATED]
 
 
 def speedup(metric_higher_is_better, ray_value, value):
@@ -125,22 +125,25 @@ def reactor_summary(reactor):
 
 
 def markdown_table(results):
-    on, off = RAYREACT.name, RAYREACT_NO_REACTOR.name
-    head = ["workload", "metric", "Ray", "rayreact", "rayreact (reactor off)", "speedup vs Ray",
-            "speedup, reactor off", "target (rayreact vs Ray)", "same result", "reactor"]
+    on, off, colocated = RAYREACT.name, RAYREACT_NO_REACTOR.name, RAYREACT_COLOCATED.name
+    head = ["workload", "metric", "Ray", "rayreact", "rayreact (reactor off)", "rayreact (co-located)",
+            "speedup vs Ray", "speedup, reactor off", "speedup, co-located", "target (rayreact vs Ray)",
+            "same result", "reactor"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for w in results["workloads"]:
         same = {True: "✅ equal", False: "❌ differ", None: "n/a"}[w["checksums_equal"]]
         if not w["metrics"]:
             errors = "; ".join(f"{n}: {r['error']}" for n, r in w["runs"].items() if not r["ok"])
-            lines.append(f"| {w['name']} | (no result) | | | | | | | {errors} | |")
+            lines.append(f"| {w['name']} | (no result) | | | | | | | | | {errors} | |")
             continue
         for i, row in enumerate(w["metrics"]):
             cells = [w["name"] if i == 0 else "", row["name"],
                      _fmt_value(row["values"].get(RAY.name), row["unit"]),
                      _fmt_value(row["values"].get(on), row["unit"]),
                      _fmt_value(row["values"].get(off), row["unit"]),
+                     _fmt_value(row["values"].get(colocated), row["unit"]),
                      _fmt_speedup(row["speedup"].get(on)), _fmt_speedup(row["speedup"].get(off)),
+                     _fmt_speedup(row["speedup"].get(colocated)),
                      _fmt_met(row), same if i == 0 else "",
                      reactor_summary(w["runs"].get(on, {}).get("reactor")) if i == 0 else ""]
             lines.append("| " + " | ".join(cells) + " |")
@@ -201,7 +204,8 @@ def write_markdown(results, path, plot_files):
                      f"are the ones to read.**")
     lines.append("")
     lines.append("Each workload is an ordinary Ray script run in a fresh process per backend: real Ray, rayreact "
-                 "(`rayreact run`, reactor on) and rayreact with `RAYREACT_REACTOR=0`. Speedup > 1 means faster "
+                 "(`rayreact run`, reactor on), rayreact with `RAYREACT_REACTOR=0`, and rayreact with actors "
+                 "sharing host processes (`RAYREACT_COLOCATE=1`, reactor on). Speedup > 1 means faster "
                  "than Ray. 'Same result' compares the scripts' checksums where the workload is deterministic.")
     lines.append("")
     lines.append(markdown_table(results))

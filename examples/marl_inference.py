@@ -20,6 +20,7 @@ same on every Ray-compatible backend.
 
     python marl_inference.py --quick
     python marl_inference.py --agents 4 10 --steps 1000
+    python marl_inference.py --serial     # the same policies in this process, no Ray (the floor)
 """
 
 import argparse
@@ -40,6 +41,7 @@ def parse_args():
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num-cpus", type=int, default=None, help="passed to ray.init")
+    parser.add_argument("--serial", action="store_true", help="the same policies in this process, without Ray")
     parser.add_argument("--report", help="also write the summary as JSON to this file")
     args = parser.parse_args()
     if args.quick:
@@ -155,8 +157,7 @@ class TrafficJunction:
         return self._observe(), rewards, self.step_count >= self.max_steps, collisions
 
 
-@ray.remote
-class PolicyActor:
+class Policy:
     """One agent's policy: joint observation -> 64 -> 2 logits, greedy action."""
 
     def __init__(self, agent_index, obs_size, hidden, seed):
@@ -172,17 +173,27 @@ class PolicyActor:
         return int(torch.argmax(logits))
 
 
+PolicyActor = ray.remote(Policy)
+
+
 def run(args, num_agents):
     env = TrafficJunction(num_agents, grid=14 if num_agents <= 4 else 18, seed=args.seed)
-    policies = [PolicyActor.remote(i, env.obs_size, args.hidden, args.seed * 100 + i) for i in range(num_agents)]
+    make = Policy if args.serial else PolicyActor.remote
+    policies = [make(i, env.obs_size, args.hidden, args.seed * 100 + i) for i in range(num_agents)]
+    if args.serial:
+        def act(obs):
+            return [p.act(obs) for p in policies]
+    else:
+        def act(obs):
+            return ray.get([p.act.remote(obs) for p in policies])
     joint_obs = env.reset()
-    ray.get([p.act.remote(joint_obs) for p in policies])  # all actors up before timing
+    act(joint_obs)  # all actors up before timing
 
     checksum = 0
     episodes, total_reward, collisions = 0, 0.0, 0
     start = time.perf_counter()
     for _ in range(args.steps):
-        actions = ray.get([p.act.remote(joint_obs) for p in policies])
+        actions = act(joint_obs)
         checksum = zlib.crc32(bytes(actions), checksum)
         joint_obs, rewards, done, crashed = env.step(actions)
         total_reward += float(rewards.sum())
@@ -191,8 +202,9 @@ def run(args, num_agents):
             episodes += 1
             joint_obs = env.reset()
     elapsed = time.perf_counter() - start
-    for policy in policies:
-        ray.kill(policy)
+    if not args.serial:
+        for policy in policies:
+            ray.kill(policy)
     return {
         "agents": num_agents,
         "obs_size": env.obs_size,
@@ -210,21 +222,23 @@ def run(args, num_agents):
 def main():
     args = parse_args()
     torch.set_num_threads(1)
-    ray.init(num_cpus=args.num_cpus, include_dashboard=False)
+    if not args.serial:
+        ray.init(num_cpus=args.num_cpus, include_dashboard=False)
     runs = []
     for num_agents in args.agents:
         result = run(args, num_agents)
         runs.append(result)
         print(f"{num_agents} agents (joint obs {result['obs_size']}): {result['steps_per_s']:.1f} env steps/s, "
               f"{result['episodes']} episodes, {result['collisions']} collisions, checksum {result['checksum']}")
-    ray.shutdown()
+    if not args.serial:
+        ray.shutdown()
 
     checksum = 0
     for result in runs:
         checksum = zlib.crc32(result["checksum"].encode(), checksum)
     summary = {
         "example": "marl_inference",
-        "backend": ray.__name__,
+        "backend": "serial" if args.serial else ray.__name__,
         "runs": runs,
         "checksum": f"{checksum:08x}",
         "deterministic": True,

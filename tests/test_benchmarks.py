@@ -16,7 +16,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
 from benchmarks import report, workloads  # noqa: E402
-from benchmarks.backends import RAY, RAYREACT, RAYREACT_NO_REACTOR  # noqa: E402
+from benchmarks.backends import RAY, RAYREACT, RAYREACT_COLOCATED, RAYREACT_NO_REACTOR  # noqa: E402
 from benchmarks.runner import RunResult  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -53,13 +53,13 @@ def test_quick_benchmark_results_cover_every_workload_and_backend(quick_run):
     assert results["machine"]["usable_cores"] >= 1 and results["machine"]["packages"]["ray"]
     assert [w["name"] for w in results["workloads"]] == [w.name for w in workloads.WORKLOADS]
     for w in results["workloads"]:
-        for backend in (RAY.name, RAYREACT.name, RAYREACT_NO_REACTOR.name):
+        for backend in (RAY.name, RAYREACT.name, RAYREACT_NO_REACTOR.name, RAYREACT_COLOCATED.name):
             assert w["runs"][backend]["ok"], (w["name"], backend, w["runs"][backend]["error"])
         assert w["metrics"], w["name"]
         for row in w["metrics"]:
             assert row["values"][RAY.name] > 0 and row["values"][RAYREACT.name] > 0, (w["name"], row["name"])
             assert row["speedup"][RAYREACT.name] > 0
-        # every workload here but async_ps and apex is deterministic: all three runs must agree exactly (they
+        # every workload here but async_ps and apex is deterministic: all four runs must agree exactly (they
         # answer calls in completion order, which timing decides on every backend)
         if w["name"] in ("async_ps", "apex"):
             assert not w["deterministic"] and w["checksums_equal"] is None, w["checksums"]
@@ -78,6 +78,9 @@ def test_quick_benchmark_switches_the_reactor(quick_run):
             assert off["reactor"] is not None and off["reactor"].get("enabled") is False, (w["name"], off["reactor"])
         else:  # nothing to switch: the off column is the on run, and the results say so
             assert off == on
+        # The co-located column ran its actors on host processes, and says where each went.
+        assert any("co-location:" in line for line in w["runs"][RAYREACT_COLOCATED.name]["reactor"]["colocation"]), \
+            (w["name"], w["runs"][RAYREACT_COLOCATED.name]["reactor"])
             assert "not built yet" in (out / "results.md").read_text()
 
 

@@ -52,7 +52,8 @@ def backend_fixture(per_backend=None, replay=False, must_replay=True, **init_kwa
 
     ``replay=True`` adds the third backend, ``rayreact-replay``: rayreact with the reactor on, where each
     test whose only fixture is the backend repeats its scenario, assertions and all, until a repetition
-    ran replayed (at most ``REPLAY_REPETITIONS``); the module fails at its end unless some test did
+    ran replayed, and once more, so that the replayed period can complete (at most ``REPLAY_REPETITIONS``
+    in all); the module fails at its end unless some test did
     (``must_replay=False`` for a module whose scenarios the reactor declines by design: its module says why).
 
     A test module that needs a differently configured session (GPUs, custom
@@ -103,15 +104,18 @@ def pytest_pyfunc_call(pyfuncitem):
     context.current.reset()          # record this scenario afresh, not the tail of the previous test
     funcargs = {name: pyfuncitem.funcargs[name] for name in arguments}
     before = rayreact.explain(quiet=True).replayed_events
+    replayed_at = None
     for repetition in range(REPLAY_REPETITIONS):
         pyfuncitem.obj(**funcargs)
         after = rayreact.explain(quiet=True).replayed_events
         if os.environ.get("RAYREACT_REPLAY_LOG"):
             with open(os.environ["RAYREACT_REPLAY_LOG"], "a") as log:
                 log.write(f"{pyfuncitem.nodeid} {repetition} {after > before} {time.monotonic():.3f}\n")
+        if replayed_at is not None:
+            break                    # (once more after the first replayed run: its period can complete)
         if after > before:
             _replayed_in_module.setdefault(pyfuncitem.module.__name__, []).append(pyfuncitem.name)
-            break
+            replayed_at = repetition
         before = after
     return True
 

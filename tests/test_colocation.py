@@ -9,6 +9,7 @@ actors went, why some went apart) is checked on rayreact alone.
 import os
 import random
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -168,6 +169,67 @@ def test_a_killed_process_fails_exactly_the_actors_it_ran(ray):
             assert ray.get(s.draw.remote(3), timeout=GET_TIMEOUT)[0] == 3
 
 
+class Holder:
+    def __init__(self):
+        self.calls = 0
+
+    def hold(self, path):
+        self.calls += 1
+        while not os.path.exists(path):      # (waits for the test to say so, then returns)
+            time.sleep(0.01)
+        return self.calls
+
+    def count(self):
+        self.calls += 1
+        return self.calls
+
+
+def test_a_kill_of_a_busy_restartable_actor_fails_its_call_and_restarts_it_at_once(ray, tmp_path):
+    holder = ray.remote(Holder).options(max_restarts=1).remote()
+    assert ray.get(holder.count.remote()) == 1
+    gate = tmp_path / "open"
+    busy = holder.hold.remote(str(gate))
+    ray.kill(holder, no_restart=False)
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(busy, timeout=GET_TIMEOUT)
+    after = None
+    for _ in range(200):                     # (a call made while it restarts may fail: Ray says unavailable)
+        try:
+            after = ray.get(holder.count.remote(), timeout=GET_TIMEOUT)
+            break
+        except ray.exceptions.RayActorError:
+            continue
+    assert after == 1                        # a fresh instance, though the killed call never returned
+    gate.touch()
+
+
+class Spawner:
+    def __init__(self, seed):
+        np.random.seed(seed)
+
+    def draw_in_a_thread(self):
+        import threading
+        out = []
+        t = threading.Thread(target=lambda: out.append(float(np.random.rand())))
+        t.start()
+        t.join()
+        return out[0]
+
+    def a_generator_function(self):
+        return np.random.normal
+
+
+def test_a_thread_an_actor_starts_draws_from_that_actor_s_generators(ray):
+    spawners = [ray.remote(Spawner).remote(seed) for seed in range(4)]
+    got = ray.get([s.draw_in_a_thread.remote() for s in spawners])
+    assert got == [float(np.random.RandomState(seed).rand()) for seed in range(4)]
+
+
+def test_a_module_generator_function_returned_by_an_actor_pickles(ray):
+    fn = ray.get(ray.remote(Spawner).remote(0).a_generator_function.remote())
+    assert fn.__name__ == "normal" and isinstance(float(fn()), float)
+
+
 def test_a_replayed_loop_of_co_located_actors_gives_the_dynamic_results(ray):
     samplers = [ray.remote(Sampler).remote(seed) for seed in range(8)]
     rows = [ray.get([s.draw.remote(k) for s in samplers]) for k in range(200)]
@@ -225,7 +287,7 @@ def test_explain_says_where_actors_went_and_why_some_went_apart(ray):
     assert "KeepsItsOwnState on host pid" in report
     assert "Threaded in a process of its own: a threaded actor (max_concurrency=4)" in report
     assert "WritesAGlobal in a process of its own: WritesAGlobal.bump assigns the module global 'COUNTER'" in report
-    assert "WritesItsClass in a process of its own: WritesItsClass.bump may assign the class attribute 'total'" \
+    assert "WritesItsClass in a process of its own: WritesItsClass.bump assigns the class attribute 'total'" \
         in report
 
 
@@ -241,4 +303,39 @@ def test_class_refusal_reads_what_methods_assign():
         def hit(self):
             type(self).hits += 1
 
+    class ViaClassmethod:
+        n = 0
+
+        @classmethod
+        def bump(cls):
+            cls.n += 1
+
+    class Decorated:
+        @torch.no_grad()
+        def step(self):
+            Decorated.steps = 1
+
+    class SharedList:
+        seen = []
+
+    class NamesItsClassOnly:
+        lr = 0.1                             # a default each instance shadows
+
+        def __init__(self, lr):
+            self.lr = lr
+            self.name = f"{self.__class__.__name__}:{type(self).__name__}"
+
     assert "class attribute 'hits'" in class_refusal(ViaType)
+    assert "class attribute 'n'" in class_refusal(ViaClassmethod)
+    assert "class attribute 'steps'" in class_refusal(Decorated)
+    assert "class-level list 'seen'" in class_refusal(SharedList)
+    assert "module-level dict 'REGISTRY'" in class_refusal(Registers)
+    assert class_refusal(NamesItsClassOnly) is None
+
+
+REGISTRY = {}
+
+
+class Registers:
+    def register(self, key):
+        REGISTRY[key] = self

@@ -11,7 +11,8 @@
 ``rt`` is the runtime (core.runtime); at construction this binds what it uses of it: ``procs``
 (core.processes), ``calls``, ``node``, ``task_pool``, ``streams``, ``object_table``, ``code`` and
 ``colocation``; it reads
-``lock``, ``session``, ``namespace`` and ``tracing`` when it creates an actor.  ``actors`` (id -> ActorState) and ``named`` ((namespace, name) -> id) are
+``lock``, ``session``, ``namespace`` and ``tracing`` when it creates an actor, and calls ``on_worker_died``
+for a co-located actor's worker it kills (a guest ends only once its call returns).  ``actors`` (id -> ActorState) and ``named`` ((namespace, name) -> id) are
 read by the runtime and the replay engine (core.replay) too.  Everything runs under the runtime's lock,
 except ``create``, which takes it.
 """
@@ -205,7 +206,7 @@ class ActorTable:
             extra_env.update(spec.env)
         host = None
         if self._colocation is not None:
-            host = self._colocation.host_for(actor, spec.env)
+            host = self._colocation.host_for(actor, extra_env)
         w = self._procs.spawn("actor", actor.class_name, extra_env, host=host)
         w.actor = actor
         actor.worker = w
@@ -362,7 +363,7 @@ class ActorTable:
         if w is not None:
             self._release_resources(actor)
             if kill and not w.dead and (w.pid or w.host is not None):
-                self._procs.end_worker(w)
+                self._end_worker(w, "It was killed.")
         for spec in list(actor.in_flight.values()):
             self._complete_with_error(spec, error)
         actor.in_flight.clear()
@@ -455,7 +456,11 @@ class ActorTable:
             return
         w = actor.worker
         if w is not None and not w.dead and (w.pid or w.host is not None):
-            self._procs.end_worker(w)
+            self._end_worker(w, "It was killed by ray.kill().")
+
+    def _end_worker(self, w, reason):
+        if self._procs.end_worker(w):
+            self._rt.on_worker_died(w, reason)      # a guest: dead now, whatever its thread still runs
 
     def cancel(self, object_id, force):
         """Cancel the actor call returning ``object_id``: True if one was found."""

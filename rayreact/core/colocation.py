@@ -11,7 +11,9 @@
 
 Refused, because sharing a process would change what the actor observes or what it may do to others:
 an async or threaded actor (its own event loop or thread pool), an actor with GPUs or an env of its own
-(``runtime_env``), and a class whose methods assign module globals or its class's attributes.  The
+(``runtime_env``), and a class whose methods assign module globals or its class's attributes or mutate
+a module-level or class-level container (a bytecode scan: ``class_refusal``; state reached in other ways,
+a mutable object held by another module say, is shared unnoticed).  The
 generators of ``random``, numpy and torch are per actor in a host (core.hosting).
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import dis
+import inspect
 import os
 import pickle
 import types
@@ -30,23 +33,37 @@ def wanted_by_environment():
     return os.environ.get(COLOCATE_VAR, "0") not in ("0", "", "false", "off", "no")
 
 
+_MUTABLE = (list, dict, set, bytearray, collections.deque, collections.Counter, collections.OrderedDict,
+            collections.defaultdict)
+_MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "add",
+                       "discard", "popitem", "appendleft", "extendleft", "popleft", "sort", "reverse",
+                       "__setitem__", "__delitem__"})
+_CLASS_LOADS = ("LOAD_GLOBAL", "LOAD_DEREF", "LOAD_NAME", "LOAD_CLASSDEREF")
+
+
 def class_refusal(cls):
-    """Why instances of ``cls`` may not share a process with other actors (module globals or class attributes
-    its methods assign), or None."""
+    """Why instances of ``cls`` may not share a process with other actors, or None: its methods assign
+    module globals or its class's attributes, or mutate a module-level or class-level container (a list,
+    dict, set...), all of which every actor in the process would share."""
     mro = [c for c in getattr(cls, "__mro__", (cls,)) if c is not object]
     class_names = {c.__name__ for c in mro}
-    class_fields = {name for c in mro for name, v in vars(c).items()
-                    if not callable(v) and not isinstance(v, (staticmethod, classmethod, property))}
+    for c in mro:
+        for name, v in vars(c).items():
+            if isinstance(v, _MUTABLE) and not name.startswith("__"):
+                return f"{cls.__name__} has a class-level {type(v).__name__} {name!r} its instances would share"
     for c in mro:
         for name, member in vars(c).items():
+            is_classmethod = isinstance(member, classmethod)
             fn = member.__func__ if isinstance(member, (staticmethod, classmethod)) else member
+            if isinstance(fn, property):
+                fn = fn.fset
+            fn = inspect.unwrap(fn) if callable(fn) else fn       # (decorated: @torch.no_grad(), wraps)
             code = getattr(fn, "__code__", None)
-            if code is None and isinstance(fn, property):
-                code = getattr(fn.fset, "__code__", None)
             if code is None:
                 continue
+            module_globals = getattr(fn, "__globals__", {})
             for inner in _codes(code):
-                why = _writes_shared(inner, class_names, class_fields)
+                why = _writes_shared(inner, class_names, is_classmethod, module_globals)
                 if why:
                     return f"{cls.__name__}.{name} {why}"
     return None
@@ -59,21 +76,45 @@ def _codes(code):
             yield from _codes(const)
 
 
-def _writes_shared(code, class_names, class_fields):
-    names_the_class = False
-    stored_fields = []
-    for ins in dis.get_instructions(code):
-        op = ins.opname
+def _loads_class(ins, at, class_names, is_classmethod):
+    """Whether instruction ``at`` leaves the class on the stack: ``Cls``, ``self.__class__``, ``cls`` in a
+    classmethod, ``type(self)``."""
+    i = ins[at]
+    if i.opname in _CLASS_LOADS and i.argval in class_names:
+        return True
+    if i.argval == "__class__" and i.opname in ("LOAD_ATTR", "LOAD_DEREF", "LOAD_CLASSDEREF"):
+        return True
+    if is_classmethod and i.opname == "LOAD_FAST" and i.argval == "cls":
+        return True
+    if i.opname == "CALL" and i.argval == 1:
+        return any(p.opname == "LOAD_GLOBAL" and p.argval == "type" for p in ins[max(0, at - 4):at])
+    return False
+
+
+def _writes_shared(code, class_names, is_classmethod, module_globals):
+    ins = list(dis.get_instructions(code))
+    for k, i in enumerate(ins):
+        op = i.opname
         if op in ("STORE_GLOBAL", "DELETE_GLOBAL"):
-            return f"assigns the module global {ins.argval!r}"
-        if (op == "LOAD_GLOBAL" and ins.argval in class_names) or \
-                (op in ("LOAD_DEREF", "LOAD_ATTR", "LOAD_CLASSDEREF") and ins.argval == "__class__") or \
-                (op == "LOAD_GLOBAL" and ins.argval == "type"):
-            names_the_class = True
-        elif op in ("STORE_ATTR", "DELETE_ATTR") and ins.argval in class_fields:
-            stored_fields.append(ins.argval)
-    if names_the_class and stored_fields:
-        return f"may assign the class attribute {stored_fields[0]!r}"
+            return f"assigns the module global {i.argval!r}"
+        if op in ("STORE_ATTR", "DELETE_ATTR") and k:
+            owner = k - 1
+            if ins[owner].opname == "SWAP":
+                # ``Cls.x += 1``: the class, COPY, LOAD_ATTR x, <operand>, BINARY_OP, SWAP, STORE_ATTR x
+                for j in range(owner - 1, 1, -1):
+                    if ins[j].opname == "LOAD_ATTR" and ins[j].argval == i.argval and ins[j - 1].opname == "COPY":
+                        owner = j - 2
+                        break
+            if _loads_class(ins, owner, class_names, is_classmethod):
+                return f"assigns the class attribute {i.argval!r}"
+        if op == "LOAD_GLOBAL" and isinstance(module_globals.get(i.argval), _MUTABLE):
+            after = ins[k + 1:k + 4]
+            if any(a.opname in ("STORE_SUBSCR", "DELETE_SUBSCR") for a in after) or \
+                    (after and after[0].opname in ("LOAD_ATTR", "LOAD_METHOD") and after[0].argval in _MUTATORS):
+                return f"mutates the module-level {type(module_globals[i.argval]).__name__} {i.argval!r}"
+    if any(i.opname == "LOAD_GLOBAL" and i.argval == "setattr" for i in ins) and \
+            any(_loads_class(ins, k, class_names, is_classmethod) for k in range(len(ins))):
+        return "may set an attribute of its class (setattr)"
     return None
 
 
@@ -89,14 +130,16 @@ class Colocation:
         self.refused = collections.Counter()    # (class name, reason) -> actors started apart
 
     def host_for(self, actor, env):
-        """The host process for ``actor``'s worker (started if needed), or None if it gets its own."""
+        """The host process for ``actor``'s worker (started if needed), or None if it gets its own.
+        ``env``: what the actor's process would add to the session's environment (only no GPUs, on a
+        node with GPUs, is shared: hosts then see none either)."""
         reason = self.refusal(actor, env)
         if reason is not None:
             self.refused[(actor.class_name, reason)] += 1
             return None
         live = [h for h in self._hosts if not h.dead]
         if len(live) < self.hosts_wanted:
-            host = self._procs.spawn("host", "Host")
+            host = self._procs.spawn("host", "Host", env)
             self._hosts.append(host)
             live.append(host)
         host = min(live, key=lambda h: len(h.guests))
@@ -110,7 +153,7 @@ class Colocation:
             return f"a threaded actor (max_concurrency={actor.max_concurrency})"
         if actor.resources.get("GPU"):
             return "a GPU actor"
-        if env:
+        if env and env != {"CUDA_VISIBLE_DEVICES": ""}:
             return "an actor with a runtime_env of its own"
         if actor.code_id not in self._class_refusals:
             try:

@@ -33,12 +33,28 @@ import threading
 import time
 import traceback
 
-from . import refcount, wire
+from . import channel, refcount, wire
 from .runtime_api import RuntimeFront
 
 _here = threading.local()          # .worker: the guest worker whose thread this is
 _real_sleep = time.sleep
 _real_at_exit = atexit.register
+
+
+_real_thread_start = threading.Thread.start
+
+
+def _start_as_guest(thread):
+    """A thread an actor's code starts is that actor's: its API calls and draws are the actor's."""
+    guest = getattr(_here, "worker", None)
+    if guest is not None:
+        run = thread.run
+
+        def run_as_guest():
+            _here.worker = guest
+            run()
+        thread.run = run_as_guest
+    _real_thread_start(thread)
 
 
 class GuestEnded(BaseException):
@@ -69,34 +85,64 @@ class Generators:
         self._route(np.random, np.random.mtrand._rand, 1)
         self._route(np.random.mtrand, np.random.mtrand._rand, 1)
 
+    # numpy's module functions that are not bound methods of the hidden instance, but act on it.
+    _BY_NAME = {"seed": "seed", "sample": "random_sample", "ranf": "random_sample"}
+
     def _route(self, module, hidden, which):
         for name, value in list(vars(module).items()):
-            # (numpy's ``seed`` is a module function that seeds the hidden instance: routed by its name too)
-            if callable(value) and not isinstance(value, type) and (
-                    getattr(value, "__self__", None) is hidden or (name == "seed" and hasattr(hidden, name))):
-                setattr(module, name, self._routed(name, hidden, which, value))
+            if not callable(value) or isinstance(value, type):
+                continue
+            if getattr(value, "__self__", None) is hidden:
+                setattr(module, name, self._routed(module, name, name, which, value))
+            elif which == 1 and name in self._BY_NAME:
+                setattr(module, name, self._routed(module, name, self._BY_NAME[name], which, value))
+            elif which == 1 and name in ("get_bit_generator", "set_bit_generator"):
+                setattr(module, name, self._bit_generator_routed(module, name, value))
 
-    def _routed(self, name, hidden, which, original):
-        host, own, fresh = self._host, self._own, self._fresh
+    def _mine(self):
+        """The calling guest's (random.Random, RandomState), or None outside guests."""
+        guest = getattr(_here, "worker", None) or self._host.baton.holder
+        if guest is None:
+            return None
+        mine = self._own.get(guest)
+        if mine is None:
+            mine = self._own[guest] = (random.Random(), self._np.random.RandomState())
+        return mine
+
+    def _routed(self, module, name, method, which, original):
+        mine_now = self._mine
 
         def routed(*args, **kwargs):
-            guest = getattr(_here, "worker", None) or host.baton.holder
-            if guest is None:
-                return original(*args, **kwargs)
-            mine = own.get(guest)
+            mine = mine_now()
             if mine is None:
-                mine = own[guest] = fresh()
-            return getattr(mine[which], name)(*args, **kwargs)
-        routed.__name__ = routed.__qualname__ = name
-        routed.__doc__ = original.__doc__
-        routed.__wrapped__ = original
-        return routed
+                return original(*args, **kwargs)
+            return getattr(mine[which], method)(*args, **kwargs)
+        return _named_like(routed, module, name, original)
 
-    def _fresh(self):
-        return random.Random(), self._np.random.RandomState()
+    def _bit_generator_routed(self, module, name, original):
+        mine_now, own = self._mine, self._own
+
+        def routed(*args):
+            mine = mine_now()
+            if mine is None:
+                return original(*args)
+            if name == "get_bit_generator":
+                return mine[1]._bit_generator
+            guest = getattr(_here, "worker", None) or self._host.baton.holder
+            own[guest] = (mine[0], self._np.random.RandomState(*args))
+        return _named_like(routed, module, name, original)
 
     def forget(self, guest):
         self._own.pop(guest, None)
+
+
+def _named_like(fn, module, name, original):
+    """``fn`` standing in for ``module.name``: pickled by reference to it, documented as it."""
+    fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = module.__name__
+    fn.__doc__ = original.__doc__
+    fn.__wrapped__ = original
+    return fn
 
 
 def _torch_state():
@@ -117,25 +163,35 @@ class Baton:
     def __init__(self):
         self._lock = threading.Lock()
         self.holder = None               # the guest running user code now
+        self._owner = None               # the thread that took the baton for it
         self._torch_of = None            # the guest whose state torch's default generator has now
         self._saved = {}                 # guest -> its torch generator state
 
     def take(self, guest):
         self._lock.acquire()
+        try:
+            if self._torch_of is not guest:
+                if self._torch_of is not None:
+                    self._saved[self._torch_of] = _torch_state()
+                self._torch_of = None
+                _set_torch_state(self._saved.pop(guest, None))
+                self._torch_of = guest
+        except BaseException:
+            self._lock.release()
+            raise
         self.holder = guest
-        if self._torch_of is not guest:
-            if self._torch_of is not None:
-                self._saved[self._torch_of] = _torch_state()
-            _set_torch_state(self._saved.pop(guest, None))
-            self._torch_of = guest
+        self._owner = threading.get_ident()
 
     def give(self):
-        self.holder = None
+        self.holder = self._owner = None
         self._lock.release()
 
     def forget(self, guest):
         """``guest`` ended: its state is kept no more."""
-        self._saved.pop(guest, None)
+        with self._lock:
+            self._saved.pop(guest, None)
+            if self._torch_of is guest:
+                self._torch_of = None
 
     def run(self, guest, fn):
         """``fn``, to be called holding the baton as ``guest``."""
@@ -148,8 +204,9 @@ class Baton:
         return holding
 
     def let_go(self, guest):
-        """Before ``guest`` blocks: True if it held the baton and gave it up (``take`` it back after)."""
-        if self.holder is guest and guest is not None:
+        """Before ``guest`` blocks: True if this thread held the baton for it and gave it up (``take`` it
+        back after).  A thread the actor started holds no baton: it gives up nothing."""
+        if self.holder is guest and guest is not None and self._owner == threading.get_ident():
             self.give()
             return True
         return False
@@ -193,6 +250,7 @@ class Host:
         # (Module functions that user code looks up at call time, or imports after the host started.)
         time.sleep = self._sleep
         atexit.register = self._register_at_exit
+        threading.Thread.start = _start_as_guest
 
     def _guest_here(self):
         return getattr(_here, "worker", None) or self.baton.holder
@@ -219,7 +277,12 @@ class Host:
                          daemon=True).start()
 
     def _run_guest(self, spec):
-        guest = type(self.worker)(spec, host=self)
+        try:
+            guest = type(self.worker)(spec, host=self)
+        except BaseException:  # noqa: BLE001 - told to the driver, which fails the actor's creation
+            traceback.print_exc()
+            _report_ended(spec, 1)
+            return
         _here.worker = guest
         self.guests[guest.index] = guest
         code = 0
@@ -239,23 +302,25 @@ class Host:
                 guest.send(wire.Ended(code))
             except BaseException:  # noqa: BLE001 - its ring is gone: the driver already counts it dead
                 pass
+            channel.forget_awake_process()      # (its thread was counted awake, and ends so)
 
     def flush_releases(self):
         """Refs dropped in this process: each worker here gives back what the driver lent it."""
         released = refcount.drain_released()
         if not released:
             return
-        counts = refcount.counts
         workers = [self.worker, *list(self.guests.values())]
-        for worker in workers:
-            batch = []
-            for oid in released:
-                if not counts.get(oid):
-                    n = worker.take_received(oid)
-                    if n:
-                        batch.append((oid, n))
-            if batch:
+        batches = {}
+        for oid in released:
+            for worker in workers:
+                n = refcount.unless_live(oid, lambda: worker.take_received(oid))
+                if n:
+                    batches.setdefault(worker, []).append((oid, n))
+        for worker, batch in batches.items():
+            try:
                 worker.send(wire.Release(batch))
+            except GuestEnded:
+                pass                     # (that guest is gone: the driver forgot what it had lent it)
 
     def _sleep(self, seconds):
         guest = getattr(_here, "worker", None)
@@ -265,3 +330,13 @@ class Host:
         finally:
             if let_go:
                 self.baton.take(guest)
+
+
+def _report_ended(spec, code):
+    """A guest that could not even start: its Ended, written on its ring to the driver directly."""
+    try:
+        ring = channel.Ring(spec["from_worker"])
+        ring.reader_bell = channel.Doorbell(spec["driver_bell"])
+        ring.write(wire.encode(wire.Ended(code)), 1.0)
+    except BaseException:  # noqa: BLE001 - nothing more to do: its creation will not be answered
+        traceback.print_exc()

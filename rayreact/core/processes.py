@@ -186,12 +186,15 @@ class Processes:
         return w
 
     def end_worker(self, w):
-        """Kill ``w``'s process; a guest instead ends once its running call returns (its host lives on)."""
+        """Kill ``w``'s process: False.  A guest instead ends once its running call returns (its host lives
+        on): True, and the caller counts it dead now, as Ray's kill is immediate."""
         if w.host is not None:
             w.killed = True
             self.send(w, wire.Exit(False))
-        elif w.pid:
+            return True
+        if w.pid:
             self.kill_pid(w.pid)
+        return False
 
     def spawned(self, index, pid):
         """SPAWNED: worker ``index`` runs as ``pid``; one whose actor died before it started is killed."""
@@ -210,7 +213,7 @@ class Processes:
 
     def forget(self, w):
         """``w`` (marked dead) is read no more, and no longer counts as a process wanting a core."""
-        if w.pid and w.host is None and not w.bell.asleep():
+        if w.pid and (w.host is None or w.host.dead) and not w.bell.asleep():
             channel.forget_awake_process()   # it died awake: it no longer wants a core
         if w.from_ring in self._rings:
             at = self._rings.index(w.from_ring)

@@ -30,6 +30,15 @@ def decref(object_id: bytes) -> None:
     released.append(object_id)
 
 
+def unless_live(object_id: bytes, take):
+    """``take()`` if no ref to ``object_id`` lives here now, else None; a ref made meanwhile (another
+    thread unpickling one) waits until it has run, so what ``take`` gives back is no loan of that ref."""
+    with _lock:
+        if counts.get(object_id):
+            return None
+        return take()
+
+
 def drain_released():
     out = []
     while True:

@@ -244,6 +244,7 @@ class Runtime(DriverRuntimeBase):
             self._reactor.worker_died(w)
         if w.host is not None:
             w.host.guests.discard(w)
+            w.from_ring.mark_closed()        # a guest still running its call ends at its next write
         for guest in list(w.guests):         # a host process died: every actor it hosted with it
             if not guest.dead:
                 for raw in guest.from_ring.read_all():

@@ -365,8 +365,8 @@ class Worker(_DriverApi):
         self._bell = channel.Doorbell(spec["worker_bell"])
         self._bell.enter_active()
         driver_bell = channel.Doorbell(spec["driver_bell"])
+        channel.count_awake_on(driver_bell, True)   # (a guest's thread counts too: its waits subtract it)
         if host is None:                 # (once per process: a guest's host did it)
-            channel.count_awake_on(driver_bell, True)
             spilling.configure(self.shm_dir, spec.get("spill_dir"), spec.get("store_limit", 0),
                                channel.store_used_published)
             handoff.start(self.shm_dir, self.session)
@@ -978,12 +978,14 @@ class Worker(_DriverApi):
             cutoff.start()
         shutdown = getattr(self.actor_instance, "__ray_shutdown__", None)
         if shutdown is not None:
+            if self.host is not None:
+                shutdown = self.host.baton.run(self, shutdown)
             try:
                 shutdown()
             except Exception:  # noqa: BLE001 - reported, and the actor still ends
                 traceback.print_exc()
         if self.host is not None:
-            self.host.run_at_exit(self)
+            self.host.baton.run(self, self.host.run_at_exit)(self)
             return
         try:
             import atexit

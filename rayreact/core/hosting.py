@@ -279,6 +279,8 @@ class Host:
     def _run_guest(self, spec):
         try:
             guest = type(self.worker)(spec, host=self)
+        except FileNotFoundError:
+            return                       # its rings are gone: the driver ended it before it started
         except BaseException:  # noqa: BLE001 - told to the driver, which fails the actor's creation
             traceback.print_exc()
             _report_ended(spec, 1)

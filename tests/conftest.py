@@ -41,13 +41,14 @@ def _import_backend(name):
 
 
 REPLAY = "rayreact-replay"
+COLOCATED = "rayreact-colocated"    # rayreact with actors sharing host processes (init(_colocate=True))
 REPLAY_REPETITIONS = 5      # in the last full count, no scenario replayed first at a 6th repetition
 _replayed_in_module = {}           # module name -> tests whose scenario ran (partly) replayed
 _worker_faults = []                # (xdist worker id, the tail of its fault file) for each worker that died
 _replay_summary = []               # (module, scenarios replayed, tests run, periods replayed), for the report
 
 
-def backend_fixture(per_backend=None, replay=False, must_replay=True, **init_kwargs):
+def backend_fixture(per_backend=None, replay=False, must_replay=True, colocate=False, **init_kwargs):
     """A module-scoped, backend-parametrized fixture that calls ``init(**init_kwargs)``.
 
     ``replay=True`` adds the third backend, ``rayreact-replay``: rayreact with the reactor on, where each
@@ -55,6 +56,8 @@ def backend_fixture(per_backend=None, replay=False, must_replay=True, **init_kwa
     ran replayed, and once more, so that the replayed period can complete (at most ``REPLAY_REPETITIONS``
     in all); the module fails at its end unless some test did
     (``must_replay=False`` for a module whose scenarios the reactor declines by design: its module says why).
+    ``colocate=True`` adds ``rayreact-colocated``: rayreact with actors sharing host processes, the same
+    assertions (what only differs by design, an actor's pid, asks :func:`colocated`).
 
     A test module that needs a differently configured session (GPUs, custom
     resources) assigns the result to the name ``ray_backend``; pytest's fixture
@@ -65,13 +68,14 @@ def backend_fixture(per_backend=None, replay=False, must_replay=True, **init_kwa
     kwargs = dict(num_cpus=2, include_dashboard=False, log_to_driver=True)
     kwargs.update(init_kwargs)
 
-    @pytest.fixture(scope="module", params=BACKENDS + ([REPLAY] if replay else []))
+    @pytest.fixture(scope="module", params=BACKENDS + ([REPLAY] if replay else []) + ([COLOCATED] if colocate else []))
     def _backend(request):
         name = request.param
-        ray = _import_backend("rayreact" if name == REPLAY else name)
+        ray = _import_backend("rayreact" if name in (REPLAY, COLOCATED) else name)
         if ray.is_initialized():
             ray.shutdown()
-        ray.init(**kwargs, **(per_backend or {}).get(name, {}), **({"_reactor": True} if name == REPLAY else {}))
+        ray.init(**kwargs, **(per_backend or {}).get(name, {}), **({"_reactor": True} if name == REPLAY else {}),
+                 **({"_colocate": True} if name == COLOCATED else {}))
         record_our_sessions()
         yield ray
         if name == REPLAY:
@@ -88,6 +92,14 @@ def backend_fixture(per_backend=None, replay=False, must_replay=True, **init_kwa
         ray.shutdown()
 
     return _backend
+
+
+def colocated(ray):
+    """Whether ``ray`` (a backend module) runs actors co-located: several actors may share a pid."""
+    if ray.__name__ != "rayreact":
+        return False
+    from rayreact.core import context
+    return getattr(context.dynamic_runtime(), "colocation", None) is not None
 
 
 def pytest_pyfunc_call(pyfuncitem):

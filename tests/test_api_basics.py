@@ -12,7 +12,7 @@ import pytest
 
 from conftest import backend_fixture, wait_for_file, wait_until
 
-ray_backend = backend_fixture(replay=True)
+ray_backend = backend_fixture(replay=True, colocate=True)
 
 
 def add(a, b=10):

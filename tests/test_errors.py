@@ -10,7 +10,7 @@ import threading
 import pytest
 from conftest import backend_fixture
 
-ray_backend = backend_fixture(replay=True)
+ray_backend = backend_fixture(replay=True, colocate=True)
 
 
 class CustomError(Exception):

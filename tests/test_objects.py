@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import backend_fixture
 
-ray_backend = backend_fixture(replay=True)
+ray_backend = backend_fixture(replay=True, colocate=True)
 
 BIG = 1_000_000  # elements; 8 MB of float64, well past any inline-object threshold
 

@@ -20,17 +20,13 @@ What guests share: the pid, module globals (an actor class that writes them or i
 not co-located: core.colocation), the working directory, environment variables, the process title.
 An actor's ``atexit`` handlers are its own: they run when it ends gracefully.
 A method that blocks in anything but ray.get/wait and time.sleep (a lock, a socket) holds the baton
-meanwhile, so the host's other actors wait for it.  ``ray.kill`` of a guest counts it dead at once (its
-callers see it so) and stops its running call with an exception raised in its thread; a call stuck in C
-code that does not stop within ``EVICT_GRACE_S`` ends the host process, and the actors it hosted die
-with it rather than wait for good.
+meanwhile, so the host's other actors wait for it.  ``ray.kill`` of a guest ends it once its running
+call returns (its callers see it dead at once).
 """
 
 from __future__ import annotations
 
 import atexit
-import ctypes
-import os
 import random
 import sys
 import threading
@@ -41,7 +37,6 @@ from . import channel, refcount, wire
 from .runtime_api import RuntimeFront
 
 _here = threading.local()          # .worker: the guest worker whose thread this is
-EVICT_GRACE_S = 2.0                # a killed guest's call has this long to stop before its host ends
 _real_sleep = time.sleep
 _real_at_exit = atexit.register
 
@@ -311,26 +306,6 @@ class Host:
                 pass
             channel.forget_awake_process()      # (its thread was counted awake, and ends so)
 
-    def evict(self, index):
-        """The guest's actor was killed: stop its running call (an exception raised in its thread at the next
-        line of Python it runs); a call stuck in C code past ``EVICT_GRACE_S`` takes the host down with it,
-        so that the host's other actors are not stalled for good (they die with ActorDiedError instead)."""
-        guest = self.guests.get(index)
-        if guest is None:
-            return
-        thread = guest.reader_thread
-        _raise_in(thread, GuestEnded)
-        watchdog = threading.Timer(EVICT_GRACE_S, self._evicted_or_end, (guest, thread))
-        watchdog.daemon = True
-        watchdog.start()
-
-    def _evicted_or_end(self, guest, thread):
-        if thread.is_alive() and self.guests.get(guest.index) is guest:
-            print(f"rayreact: a killed actor's call did not stop within {EVICT_GRACE_S:g} s: its host process "
-                  "ends, and the actors it hosted with it", file=sys.stderr)
-            sys.stderr.flush()
-            os._exit(1)
-
     def flush_releases(self):
         """Refs dropped in this process: each worker here gives back what the driver lent it."""
         released = refcount.drain_released()
@@ -367,9 +342,3 @@ def _report_ended(spec, code):
         ring.write(wire.encode(wire.Ended(code)), 1.0)
     except BaseException:  # noqa: BLE001 - nothing more to do: its creation will not be answered
         traceback.print_exc()
-
-
-def _raise_in(thread, exc_type):
-    """Raise ``exc_type`` in ``thread`` at the next bytecode it runs (CPython's asynchronous exception)."""
-    if thread.ident is not None and thread.is_alive():
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(exc_type))

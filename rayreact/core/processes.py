@@ -191,7 +191,6 @@ class Processes:
         if w.host is not None:
             w.killed = True
             self.send(w, wire.Exit(False))
-            self.send(w.host, wire.Evict(w.index))      # (its running call is stopped by the host)
             return True
         if w.pid:
             self.kill_pid(w.pid)

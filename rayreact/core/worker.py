@@ -405,11 +405,6 @@ class Worker(_DriverApi):
             context.current = self._hosting.router
         return self._hosting
 
-    @property
-    def reader_thread(self):
-        """The thread that reads this worker's inbound ring (and runs a sync actor's calls)."""
-        return self._reader_thread
-
     def take_received(self, oid):
         """How many refs to ``oid`` the driver lent us, forgotten now (they are being given back)."""
         return self._received.pop(oid, 0)
@@ -508,8 +503,6 @@ class Worker(_DriverApi):
             reactor.handle(self, msg)
         elif kind == wire.GUEST:
             self.host_of_guests().start_guest(msg.spec)
-        elif kind == wire.EVICT:
-            self.host_of_guests().evict(msg.worker_index)
 
     def load_code(self, code_id):
         obj = self._code.get(code_id)

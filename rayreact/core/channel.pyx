@@ -131,6 +131,12 @@ def awake_processes():
     return load_u32(AWAKE) if AWAKE != NULL else 0
 
 
+def count_awake_thread():
+    """Another thread of this process that waits on a doorbell of its own joins the awake counter."""
+    if AWAKE != NULL:
+        add_u32(AWAKE, 1)
+
+
 def forget_awake_process():
     """A process that died awake: take it off the counter."""
     if AWAKE != NULL:

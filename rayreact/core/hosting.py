@@ -247,10 +247,34 @@ class Host:
         self.generators = Generators(self)
         self.router = GuestRouter(self)
         self._at_exit = {}               # guest -> [(fn, args, kwargs)] its code registered with atexit
+        self._stepper = None             # the HostReactor stepping the guests' replayed reactions, once one replays
         # (Module functions that user code looks up at call time, or imports after the host started.)
         time.sleep = self._sleep
         atexit.register = self._register_at_exit
         threading.Thread.start = _start_as_guest
+
+    def stepper(self, bell_path):
+        """The host's HostReactor (core.reactor), its thread started on first use."""
+        if self._stepper is None:
+            from . import reactor
+            self._stepper = reactor.HostReactor(self, bell_path)
+            _real_thread_start(threading.Thread(target=self._stepper.serve, name="rayreact-host-reactor",
+                                                daemon=True))
+        return self._stepper
+
+    def stepper_here(self):
+        """The HostReactor if the calling thread is its stepping thread, else None."""
+        stepper = self._stepper
+        if stepper is not None and stepper.thread_ident == threading.get_ident():
+            return stepper
+        return None
+
+    @staticmethod
+    def act_as(guest):
+        """The calling thread acts as ``guest`` (None: as itself) from now on; returns whom it acted as."""
+        acting = getattr(_here, "worker", None)
+        _here.worker = guest
+        return acting
 
     def _guest_here(self):
         return getattr(_here, "worker", None) or self.baton.holder

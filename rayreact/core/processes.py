@@ -54,6 +54,7 @@ class WorkerProc:
         self.host = None                 # a guest (co-location): the host process's WorkerProc it runs in
         self.guests = set()              # a host: its live guests
         self.killed = False              # a guest told to end by a kill: its end is no exit of its own
+        self.stepping_bell = None        # a host: the doorbell its guests' replayed reactions are woken with
 
 
 class Processes:
@@ -163,6 +164,9 @@ class Processes:
         w.to_ring.reader_bell = w.bell
         w.from_ring.writer_bell = w.bell
         w.paths = (w.to_ring.path, w.from_ring.path, w.bell.path)
+        if kind == "host":
+            w.stepping_bell = channel.Doorbell(f"{base}-sbell", True)
+            w.paths += (w.stepping_bell.path,)
         self.workers[index] = w
         self._rings.append(w.from_ring)
         self._ring_owners.append(w)

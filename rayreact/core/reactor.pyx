@@ -554,13 +554,15 @@ class Program:
     connection -> (whether this worker reads it too, indices of the out rings to its other readers, whether
     to keep the token for the driver: it never sees it, or a lent task worker reads it);
     ``writers``: connection -> the reactor writing it; ``in_rings``/``out_rings``: (path, doorbell path) of
-    each ring (the first of each: from and to the driver); ``const_conns``: connections holding constants;
+    each ring (the first of each: from and to the driver); ``out_readers``: the reactor reading each out ring;
+    ``host_bell``: a guest's host's stepping doorbell (co-location: :class:`HostReactor`), else None;
+    ``const_conns``: connections holding constants;
     ``keep``, ``retain``: how many positions back tokens are kept (read again, handed over); the rest names
     the worker's files and the spin to use while replaying (``dynamic_spin``: restored after)."""
 
     FIELDS = ("plan", "name", "period", "start", "steps", "routes", "writers", "in_rings", "out_rings",
-              "const_conns", "keep", "retain", "shm_prefix", "timeline", "spin", "gather", "pool_limit",
-              "dynamic_spin")
+              "out_readers", "const_conns", "keep", "retain", "shm_prefix", "timeline", "spin", "gather",
+              "pool_limit", "dynamic_spin", "host_bell")
     __slots__ = FIELDS
 
     def __init__(self, **fields):
@@ -620,10 +622,28 @@ cdef class WorkerReactor:
     cdef object bells
     cdef object host
     cdef Gather gather
+    cdef readonly object name
+    cdef readonly object plan
+    cdef readonly tuple out_readers
+    cdef readonly bint hosted         # stepped by the host's HostReactor (co-location), never waiting itself
+    cdef public dict direct           # out ring index -> the co-hosted WorkerReactor reading it (tokens by reference)
+    cdef public bint finished         # (hosted) the run is over for this worker: STOP acknowledged, or exiting
+    cdef public object failure        # (hosted) what ended the guest while stepping (its thread raises it)
+    cdef bint awaiting_ack            # (hosted) handed over at STOP: serving messages until the driver's ACK
+    cdef bint closed
 
-    def __init__(self, worker, program):
+    def __init__(self, worker, program, bint hosted=False):
         self.worker = worker
         self.program = program
+        self.name = program.name
+        self.plan = program.plan
+        self.out_readers = tuple(program.out_readers)
+        self.hosted = hosted
+        self.direct = {}
+        self.finished = False
+        self.failure = None
+        self.awaiting_ack = False
+        self.closed = False
         self.period = program.period
         self.start = program.start
         self.keep = program.keep
@@ -665,8 +685,13 @@ cdef class WorkerReactor:
             self.out_rings.append(ring)
         self.to_driver = self.out_rings[0]
         self.gather = Gather(program.gather)
-        self.poller = channel.Poller(worker.bell)
-        self.poller.set_rings(self.in_rings + [worker.inbound])
+        if hosted:
+            # Writers ring the host's stepping doorbell; the guest's own thread pumps its inbound ring.
+            self.poller = channel.Poller(self._bell(program.host_bell))
+            self.poller.set_rings(self.in_rings)
+        else:
+            self.poller = channel.Poller(worker.bell)
+            self.poller.set_rings(self.in_rings + [worker.inbound])
         self.log = TimelineLog(program.timeline, False)
         self.log_count = self.log.count
         self.log_records = self.log.records
@@ -721,9 +746,9 @@ cdef class WorkerReactor:
         if self._read_rings():
             progressed = True
         worker = self.worker
-        if worker.has_messages():
+        if worker.has_deferred() if self.hosted else worker.has_messages():
             while True:
-                msg = worker.next_message(False)
+                msg = worker.next_deferred() if self.hosted else worker.next_message(False)
                 if msg is None:
                     break
                 progressed = True
@@ -806,6 +831,9 @@ cdef class WorkerReactor:
 
     cdef void _store(self, frame) except *:
         conn, index, tok = decode_token(frame)
+        self._accept(conn, index, tok)
+
+    cdef void _accept(self, int conn, int64_t index, tok) except *:
         if conn in self.const_conns:
             self.consts[(conn, index)] = tok
         else:
@@ -988,6 +1016,13 @@ cdef class WorkerReactor:
         if local:
             self.buf[(conn, index)] = tok
         for target in targets:
+            if self.direct:
+                reader = self.direct.get(target)
+                if reader is not None:
+                    # A co-hosted reactor: the same token, packed (or mapped) once, never copied to a ring.
+                    tok.view()
+                    (<WorkerReactor>reader)._accept(conn, index, tok)
+                    continue
             if tok.path is not None:
                 link = f"{tok.path}.{target}"
                 try:
@@ -1066,6 +1101,22 @@ cdef class WorkerReactor:
     # ------------------------------------------------------------------ stop
     cdef void _stop(self, wanted) except *:
         """Every invocation before STOP has run: hand over what the driver asks for, then wait for its ACK."""
+        self._hand_over(wanted)
+        worker = self.worker
+        plan_id = self.program.plan
+        while worker.running:
+            self._read_inbox_stopped()
+            msg = worker.next_message(False)
+            if msg is None:
+                self.poller.wait(1.0)
+                if os.getppid() == 1:
+                    os._exit(1)
+                continue
+            if msg.KIND == wire.REACTOR and msg.verb == "ack" and msg.body == plan_id:
+                break
+            worker.handle_message(msg)
+
+    cdef void _hand_over(self, wanted) except *:
         if self.calls is not None:
             # A threaded or async actor: every call before the STOP has started.  Calls that came after it start
             # now (one of those may be what a running call waits for), and the running ones are let finish.
@@ -1093,21 +1144,8 @@ cdef class WorkerReactor:
         # Values the driver adopted may nest refs we keep alive: hold them until it has them.  The calls
         # held back run now, first, and so do calls that arrive before the ACK: another worker's reaction,
         # which the driver's handover still waits for, may need one of them.
-        worker = self.worker
-        worker.defer_first(self.held)
+        self.worker.defer_first(self.held)
         self.held.clear()
-        plan_id = self.program.plan
-        while worker.running:
-            self._read_inbox_stopped()
-            msg = worker.next_message(False)
-            if msg is None:
-                self.poller.wait(1.0)
-                if os.getppid() == 1:
-                    os._exit(1)
-                continue
-            if msg.KIND == wire.REACTOR and msg.verb == "ack" and msg.body == plan_id:
-                break
-            worker.handle_message(msg)
 
     cdef void _read_inbox_stopped(self) except *:
         # A rerun of a dead lent worker's call may still FETCH what we kept; a token it forwards now needs no
@@ -1122,6 +1160,9 @@ cdef class WorkerReactor:
                 self._store(frame)            # mapped and its link unlinked; freed at _close
 
     cdef void _close(self) except *:
+        if self.closed:
+            return
+        self.closed = True
         if self.held:                     # exiting early: the worker's loop answers them (or fails them)
             self.worker.defer_first(self.held)
             self.held.clear()
@@ -1142,13 +1183,229 @@ cdef class WorkerReactor:
             channel.set_spin_seconds(self.program.dynamic_spin)
 
 
+    # ------------------------------------------------------------------ stepped by a host (co-location)
+    cpdef bint step(self) except *:
+        """Run what can run now without waiting (a hosted reactor): whether anything happened.  Sets
+        ``finished`` once the run is over for this worker."""
+        cdef bint progressed
+        cdef object item
+        if self.awaiting_ack:
+            return self._ack_step()
+        progressed = self._drain()
+        while self.invocations and not self.finished:
+            item = self.invocations[0]
+            if item[0] == INVOKE:
+                if not self.exiting and not self._ready(item[1], item[2], item[3]):
+                    break
+                self.invocations.popleft()
+                self._react(item[1], item[2], item[3])
+            elif item[0] == STOP:
+                self.invocations.popleft()
+                self._hand_over(item[1])
+                self.awaiting_ack = True
+                self._ack_step()
+                return True
+            else:
+                self.invocations.popleft()
+                self._age(item[1])
+            progressed = True
+        if self.exiting:
+            self.finished = True
+        return progressed
+
+    cdef bint _ready(self, int64_t index, int how, payload) except *:
+        """Whether every token invocation ``index`` reads is here (or will never come: its writer died)."""
+        cdef Step step = <Step>self.reactions[(index - self.start) % self.period]
+        cdef int64_t kind
+        dead = self.dead
+        for spec in step.specs:
+            kind = spec[1]
+            if kind == A_PERIOD:
+                if (spec[2], index - spec[3]) not in self.buf and self.writers.get(spec[2]) not in dead:
+                    return False
+            elif kind == A_CONST:
+                if (spec[2], spec[3]) not in self.consts and self.writers.get(spec[2]) not in dead:
+                    return False
+        if how == INVOKE_WITH_REFS:
+            for oid, conn, producer in _pickle_loads(payload)[3]:
+                if (conn, producer) not in self.buf and self.writers.get(conn) not in dead:
+                    return False
+        return True
+
+    cdef bint _ack_step(self) except *:
+        """Handed over: serve what comes until the driver's ACK (the calls held back run first)."""
+        cdef bint progressed = False
+        worker = self.worker
+        self._read_inbox_stopped()
+        while worker.running:
+            msg = worker.next_deferred()
+            if msg is None:
+                return progressed
+            progressed = True
+            if msg.KIND == wire.REACTOR and msg.verb == "ack" and msg.body == self.program.plan:
+                self.finished = True
+                return True
+            worker.handle_message(msg)
+        self.finished = True
+        return True
+
+    def close(self):
+        self._close()
+
+
+cdef class HostReactor:
+    """One thread of a host process steps the replay reactors of all its guests, in turn, so that a call from
+    one co-located actor to another is a function call on the same thread, and its token a reference::
+
+        driver / other processes ──rings──▶ guest reactors' in-rings ──┐ (writers ring the host's
+        a guest's inbound ring ──▶ its own thread pumps it (replies     │  stepping doorbell)
+            delivered, the rest queued for the reactor) ── rings ──────▶│
+                                                                       ▼
+                     the stepping thread: each guest's WorkerReactor.step(), acting as that guest
+                       co-hosted reader ◀── _emit hands the token over by reference (no ring, no wake)
+
+    A guest's thread registers its reactor (``host_guest``) and then only pumps its inbound ring until the
+    run is over for it; whatever ended the guest while stepped (exit_actor, a kill) is raised there, on its own
+    thread, as it would have been without a host reactor.  A reaction that blocks in a nested ``ray.get``
+    lets the stepping thread step the host's other guests meanwhile (``step_while_waiting``)."""
+
+    cdef object host
+    cdef object bell
+    cdef object poller
+    cdef list reactors
+    cdef object pending
+    cdef set busy
+    cdef public object thread_ident
+
+    def __init__(self, host, bell_path):
+        self.host = host                 # hosting.Host: ``act_as(guest)``, ``flush_releases()``
+        self.bell = channel.Doorbell(bell_path)
+        self.bell.enter_active()
+        self.poller = channel.Poller(self.bell)
+        self.reactors = []
+        self.pending = collections.deque()
+        self.busy = set()
+        self.thread_ident = None
+
+    def host_guest(self, worker, program):
+        """(A guest's own thread) the guest's part of a run, stepped by this host's stepping thread; this
+        thread pumps the guest's inbound ring meanwhile.  Returns when the run is over for the guest."""
+        cdef WorkerReactor wr = WorkerReactor(worker, program, True)
+        self.pending.append(wr)
+        self.bell.ring()
+        watch = channel.Poller(worker.bell)           # no rings: woken by the guest's doorbell only
+        bell = worker.bell
+        while not wr.finished:
+            seen = bell.sequence()
+            if worker.pump_inbound():
+                self.bell.ring()
+            if wr.finished:
+                break
+            watch.wait(1.0, False, seen)
+            if os.getppid() == 1:
+                os._exit(1)
+        if wr.failure is not None:
+            failure, wr.failure = wr.failure, None
+            raise failure
+
+    def serve(self):
+        """(The host's stepping thread) forever: step every hosted reactor; sleep when none can go on."""
+        import threading
+        self.thread_ident = threading.get_ident()
+        channel.count_awake_thread()
+        while True:
+            seen = self.bell.sequence()
+            if not self._round() and not self.pending:
+                if refcount.released:
+                    self.host.flush_releases()
+                self.poller.wait(1.0, False, seen)
+                if os.getppid() == 1:
+                    os._exit(1)
+
+    def step_while_waiting(self, double timeout_s):
+        """(The stepping thread, in a reaction blocked in a nested request) step the other guests once, or
+        sleep until something comes for them (a reply to the request rings too)."""
+        seen = self.bell.sequence()
+        if not self._round():
+            self.poller.wait(min(timeout_s, 0.05), False, seen)
+
+    cdef bint _round(self) except *:
+        cdef bint progressed = False
+        cdef WorkerReactor wr
+        while self.pending:
+            self._add(self.pending.popleft())
+            progressed = True
+        for wr in list(self.reactors):
+            if wr in self.busy:
+                continue
+            if self._step(wr):
+                progressed = True
+        return progressed
+
+    cdef bint _step(self, WorkerReactor wr) except *:
+        cdef bint progressed = True
+        self.busy.add(wr)
+        acting = self.host.act_as(wr.worker)
+        try:
+            progressed = wr.step()
+        except BaseException as exc:  # noqa: BLE001 - the guest's own thread raises it (GuestEnded, ...)
+            wr.failure = exc
+            wr.finished = True
+        finally:
+            self.host.act_as(acting)
+            self.busy.discard(wr)
+        if wr.finished:
+            self._remove(wr)
+        return progressed
+
+    cdef void _add(self, WorkerReactor wr) except *:
+        cdef WorkerReactor other
+        for other in self.reactors:
+            if other.plan != wr.plan:
+                continue
+            for i, name in enumerate(wr.out_readers):
+                if name == other.name:
+                    wr.direct[i] = other
+            for i, name in enumerate(other.out_readers):
+                if name == wr.name:
+                    other.direct[i] = wr
+        self.reactors.append(wr)
+        self._watch()
+
+    cdef void _remove(self, WorkerReactor wr) except *:
+        cdef WorkerReactor other
+        self.reactors.remove(wr)
+        for other in self.reactors:
+            for i in [i for i, r in other.direct.items() if r is wr]:
+                del other.direct[i]
+        wr.direct.clear()
+        self._watch()
+        try:
+            wr.close()
+        except BaseException as exc:  # noqa: BLE001 - (raised on the guest's thread, if nothing came first)
+            if wr.failure is None:
+                wr.failure = exc
+        wr.worker.bell.ring()             # its thread returns from host_guest
+
+    cdef void _watch(self) except *:
+        cdef WorkerReactor wr
+        rings = []
+        for wr in self.reactors:
+            rings.extend(wr.in_rings)
+        self.poller.set_rings(rings)
+
+
 def handle(worker, msg):
     """Entry point from the worker's message loop: ``wire.Reactor('start', program)``.
 
     Returns when the driver has stopped the plan (or the worker is exiting).  A
     stray 'ack' (its run already ended) needs nothing."""
     if msg.verb == "start":
-        WorkerReactor(worker, msg.body).run()
+        program = msg.body
+        if program.host_bell is not None and worker.host is not None:
+            worker.host.stepper(program.host_bell).host_guest(worker, program)
+        else:
+            WorkerReactor(worker, program).run()
 
 
 # ====================================================================== the driver's hot path

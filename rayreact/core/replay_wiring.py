@@ -53,10 +53,10 @@ class Wiring:
         for link in run.links.values():
             w = link.w
             link.inbox = self._ring(f"{prefix}-in{w.index}")
-            link.bell = w.bell
+            link.bell = _reactor_bell(w)
             link.inbox.reader_bell = None        # the DriverPath rings (or defers) the worker's doorbell
             link.out = self._ring(f"{prefix}-out{w.index}")
-            link.out.writer_bell = w.bell
+            link.out.writer_bell = link.bell
             link.timeline = run.ext.TimelineLog(f"{prefix}-tl{w.index}", True)
             run.paths.append(link.timeline.path)
 
@@ -113,7 +113,8 @@ class Wiring:
         run = self.run
         plan, P = run.plan, run.P
         r = plan.reactor(name)
-        in_rings, out_rings, out_index = self._rings_of(name, link, pair_path)
+        in_rings, out_rings, out_readers = self._rings_of(name, link, pair_path)
+        out_index = {reader: i for i, reader in enumerate(out_readers)}
         steps, writers, keep = self._steps_of(r, link)
         routes = {}
         task_reactors = {x.name for x in plan.reactors if x.kind == "task"}
@@ -126,25 +127,27 @@ class Wiring:
                 routes[cid] = (name in rs, tuple(out_index[x] for x in rs if x != name), retain)
         return run.ext.Program(
             plan=run.number, name=name, period=P, start=plan.start, steps=steps, routes=routes,
-            writers=writers, in_rings=in_rings, out_rings=out_rings, const_conns=frozenset(run.const_key),
+            writers=writers, in_rings=in_rings, out_rings=out_rings, out_readers=out_readers,
+            host_bell=link.w.host.stepping_bell.path if link.w.host is not None else None,
+            const_conns=frozenset(run.const_key),
             keep=keep + P, retain=(run.R + 1) * P, shm_prefix=f"{prefix}-w{link.w.index}",
             timeline=link.timeline.path, spin=run.spin, gather=run.gather.path,
             pool_limit=serialization.segment_pool.limit, dynamic_spin=run.rt.spin_seconds)
 
     def _rings_of(self, name, link, pair_path):
-        """A worker's rings in (path, bell to ring) and out, and the index of its out ring per reader."""
+        """A worker's rings in (path, bell to ring) and out, and the reader of each out ring."""
         links = self.run.links
         in_rings = [(link.inbox.path, self.run.bell.path)]
         out_rings = [(link.out.path, None)]          # to the driver: Gather wakes it, once per gather
         for (writer, reader), path in pair_path.items():
             if reader == name:
-                in_rings.append((path, links[writer].w.bell.path))
-        out_index = {"driver": 0}
+                in_rings.append((path, _reactor_bell(links[writer].w).path))
+        out_readers = ["driver"]
         for (writer, reader), path in pair_path.items():
             if writer == name:
-                out_index[reader] = len(out_rings)
-                out_rings.append((path, links[reader].w.bell.path))
-        return in_rings, out_rings, out_index
+                out_readers.append(reader)
+                out_rings.append((path, _reactor_bell(links[reader].w).path))
+        return in_rings, out_rings, out_readers
 
     def _steps_of(self, r, link):
         """Per position a worker runs: what it calls, where each argument comes from, what it makes; the
@@ -335,3 +338,8 @@ class Wiring:
         if desc[0] == serialization.SEGMENT:
             return ext.Token(flags, self.run.rt.object_table.view_segment(desc[1]))
         return ext.Token(flags, desc[1])
+
+
+def _reactor_bell(w):
+    """The doorbell that wakes ``w``'s reactor: a guest's host steps its guests' reactions on one thread."""
+    return w.host.stepping_bell if w.host is not None else w.bell

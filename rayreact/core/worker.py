@@ -190,7 +190,11 @@ class _DriverApi(context.RuntimeHooks):
                     else:
                         self._deferred.append(msg)
                 else:
-                    slot[0].wait(min(remaining, 1.0) if remaining is not None else 1.0)
+                    stepper = self.host.stepper_here() if self.host is not None else None
+                    if stepper is not None:      # (the host's other guests go on while this reaction waits)
+                        stepper.step_while_waiting(min(remaining, 1.0) if remaining is not None else 1.0)
+                    else:
+                        slot[0].wait(min(remaining, 1.0) if remaining is not None else 1.0)
             return slot[1]
         finally:
             self._pending_replies.pop(req_id, None)
@@ -805,6 +809,33 @@ class Worker(_DriverApi):
     def has_messages(self):
         """A message is waiting: held back, or on the inbound ring."""
         return bool(self._deferred) or self._inbound.readable()
+
+    def has_deferred(self):
+        """A message is held back (a guest stepped by its host: its own thread pumped it off the ring)."""
+        return bool(self._deferred)
+
+    def next_deferred(self):
+        """The next message held back, or None (the inbound ring is not read)."""
+        return self._deferred.popleft() if self._deferred else None
+
+    def pump_inbound(self):
+        """(A guest's own thread, while its host steps its reactor) take what came on the inbound ring:
+        replies go to the requests waiting for them, code is kept, the rest is held for the reactor.
+        Whether anything came."""
+        came = False
+        while True:
+            raw = self._inbound.read()
+            if raw is None:
+                break
+            came = True
+            msg = wire.decode(raw)
+            if msg.KIND == wire.REPLY:
+                self._deliver_reply(msg.req_id, msg.payload)
+            elif msg.KIND == wire.DEFINE:
+                self._code[msg.code_id] = msg.code
+            else:
+                self._deferred.append(msg)
+        return came
 
     def defer_first(self, msgs):
         """Handle ``msgs`` next, in their order, before any message still to come."""

@@ -35,6 +35,7 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
     parser.add_argument("--actors", type=int, default=15)
+    parser.add_argument("--game", action="append", help=f"game to step (repeatable; default: {', '.join(GAMES)})")
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num-cpus", type=int, default=None, help="passed to ray.init")
@@ -71,7 +72,8 @@ class AtariRunner:
 
 def main():
     args = parse_args()
-    games = [GAMES[i % len(GAMES)] for i in range(args.actors)]
+    cycle = args.game or GAMES
+    games = [cycle[i % len(cycle)] for i in range(args.actors)]
     spaces = []
     for i, game in enumerate(games):
         space = gym.make(game).action_space

@@ -32,6 +32,7 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
     parser.add_argument("--actors", type=int, default=15)
+    parser.add_argument("--env", action="append", help=f"env id to step (repeatable; default: {', '.join(ENV_NAMES)})")
     parser.add_argument("--rounds", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num-cpus", type=int, default=None, help="passed to ray.init")
@@ -63,10 +64,10 @@ class EnvRunner:
         return obs, reward, done
 
 
-def seeded_action_spaces(num_envs, seed):
+def seeded_action_spaces(env_names, seed):
     spaces = []
-    for i in range(num_envs):
-        space = gym.make(ENV_NAMES[i % len(ENV_NAMES)]).action_space
+    for i, name in enumerate(env_names):
+        space = gym.make(name).action_space
         space.seed(seed + 1000 + i)
         spaces.append(space)
     return spaces
@@ -80,8 +81,9 @@ def fold(checksum, obs, reward):
 
 def main():
     args = parse_args()
-    env_names = [ENV_NAMES[i % len(ENV_NAMES)] for i in range(args.actors)]
-    spaces = seeded_action_spaces(args.actors, args.seed)
+    cycle = args.env or ENV_NAMES
+    env_names = [cycle[i % len(cycle)] for i in range(args.actors)]
+    spaces = seeded_action_spaces(env_names, args.seed)
     start = time.perf_counter()
 
     if args.serial:

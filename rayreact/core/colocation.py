@@ -9,6 +9,9 @@
                                       fewer hosts than CPUs ──▶ the actor's worker is a guest there
                                       (core.processes.spawn(host=...), core.hosting in the host process)
 
+A replayed loop's task calls run in a host too, beside the actors they exchange values with (core.replay
+asks ``live_hosts`` and ``task_refusal``), unless their function writes what the host's actors share.
+
 Refused, because sharing a process would change what the actor observes or what it may do to others:
 an async or threaded actor (its own event loop or thread pool), an actor with GPUs or an env of its own
 (``runtime_env``), and a class whose methods assign module globals or its class's attributes or mutate
@@ -66,6 +69,21 @@ def class_refusal(cls):
                 why = _writes_shared(inner, class_names, is_classmethod, module_globals)
                 if why:
                     return f"{cls.__name__}.{name} {why}"
+    return None
+
+
+def function_refusal(fn):
+    """Why calls of ``fn`` may not run in a process that hosts actors, or None: it assigns module globals or
+    mutates a module-level container, which the actors there would see."""
+    fn = inspect.unwrap(fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    module_globals = getattr(fn, "__globals__", {})
+    for inner in _codes(code):
+        why = _writes_shared(inner, (), False, module_globals)
+        if why:
+            return f"{fn.__qualname__} {why}"
     return None
 
 
@@ -128,6 +146,29 @@ class Colocation:
         self._class_refusals = {}        # code id -> class_refusal of the class
         self.placed = collections.Counter()     # (class name, host's worker index) -> actors started there
         self.refused = collections.Counter()    # (class name, reason) -> actors started apart
+        self._task_refusals = {}         # (code id, options) -> why its calls stay on pool workers, or None
+        self.tasks_hosted = collections.Counter()    # function name -> replay runs that hosted its calls
+        self.tasks_apart = collections.Counter()     # (function name, reason) -> runs that kept them apart
+
+    def live_hosts(self):
+        """The started hosts that have not died."""
+        return [h for h in self._hosts if not h.dead and h.ready]
+
+    def task_refusal(self, remote_function, code_id, options):
+        """Why a replayed task call site may not run in a host (a GPU, an env of its own, a function that
+        writes what the host's actors share), or None."""
+        key = (code_id, repr(sorted((options or {}).items())))
+        if key not in self._task_refusals:
+            options = options or {}
+            why = None
+            if options.get("num_gpus") or (options.get("resources") or {}).get("GPU"):
+                why = "a GPU task"
+            elif options.get("runtime_env"):
+                why = "a task with a runtime_env of its own"
+            else:
+                why = function_refusal(remote_function._function)
+            self._task_refusals[key] = why
+        return self._task_refusals[key]
 
     def host_for(self, actor, env):
         """The host process for ``actor``'s worker (started if needed), or None if it gets its own.
@@ -166,7 +207,7 @@ class Colocation:
 
     def report(self):
         """Lines for explain(): where actors went, and why some went apart."""
-        if not self.placed and not self.refused:
+        if not self.placed and not self.refused and not self.tasks_hosted and not self.tasks_apart:
             return []
         pids = {h.index: h.pid for h in self._hosts}
         lines = [f"co-location: {sum(self.placed.values())} actor(s) on {len(self._hosts)} host process(es)"]
@@ -174,4 +215,9 @@ class Colocation:
             lines.append(f"    {n} x {name} on host pid {pids.get(index)}")
         for (name, reason), n in sorted(self.refused.items()):
             lines.append(f"    {n} x {name} in a process of its own: {reason}")
+        for name, n in sorted(self.tasks_hosted.items()):
+            lines.append(f"    task {name}: replayed in a host, beside the actors it exchanges values with "
+                         f"({n} run(s))")
+        for (name, reason), n in sorted(self.tasks_apart.items()):
+            lines.append(f"    task {name}: replayed on a pool worker: {reason} ({n} run(s))")
         return lines

@@ -145,13 +145,18 @@ def decode_token(frame, bint keep_link=False):
 
 
 cdef class Token:
-    """A value as it travels: a pack in memory (inline, or a mapped segment), flags, nested ref ids."""
+    """A value as it travels: a pack in memory (inline, or a mapped segment), flags, nested ref ids.
+
+    A value made by a host's guest may also travel as itself (``frozen``, see :func:`frozen_value`): the
+    host's other guests read that object, and it is packed only if something else reads it."""
     cdef public int flags
     cdef public object data          # bytes or memoryview of the pack
     cdef public object path          # the segment file (or link) this process owns, if any
     cdef public object contained     # ids of refs nested in the value (F_REFS)
     cdef public object keepalive     # the original value, kept while nested refs must stay alive
     cdef public object ser           # not yet packed: frames are built straight from the pickle's buffers
+    cdef public object frozen        # the value itself, nothing can change it (valid if ``is_frozen``)
+    cdef public bint is_frozen
 
     def __init__(self, int flags, data, path=None, contained=(), keepalive=None, ser=None):
         self.flags = flags
@@ -166,6 +171,8 @@ cdef class Token:
         return bool(self.flags & F_ERROR)
 
     def value(self):
+        if self.is_frozen:
+            return self.frozen
         return decode(self.view())
 
     def view(self):
@@ -175,6 +182,8 @@ cdef class Token:
                 self.data = serialization.map_segment(self.path)
             elif self.ser is not None:
                 self.data = self.ser.pack()
+            elif self.is_frozen:
+                self.data = serialize(self.frozen).pack()
         return self.data
 
     def descriptor(self):
@@ -194,6 +203,8 @@ cdef class Token:
         self.data = None
         self.ser = None
         self.keepalive = None
+        self.frozen = None
+        self.is_frozen = False
         self.discard()
 
 
@@ -398,6 +409,57 @@ cdef class Gather:
         self.mapped.close()
 
 
+cdef object _ndarray = None
+cdef object _npgeneric = None
+cdef object _npvoid = None
+
+
+cdef object _frozen(value):
+    """``value`` as it is now, out of its maker's reach, or the class itself (a sentinel) if that takes a pickle:
+    immutable scalars as they are, a small numpy array as a read-only copy (as a reader would map it)."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if kind is _ndarray:
+        if value.dtype.hasobject or value.nbytes > _FROZEN_ARRAY_LIMIT:
+            return _Token_sentinel
+        copy = value.copy()
+        copy.flags.writeable = False
+        return copy
+    if isinstance(value, _npgeneric) and kind.__module__ == "numpy" and not isinstance(value, _npvoid):
+        return value                      # a numpy scalar: immutable
+    return _Token_sentinel
+
+
+_Token_sentinel = object()
+_FROZEN_ARRAY_LIMIT = serialization.INLINE_LIMIT
+
+
+def frozen_token(value):
+    """A token carrying ``value`` itself when it can be frozen (see :class:`Token`): scalars, small arrays and
+    tuples of them; else None."""
+    global _ndarray, _npgeneric, _npvoid
+    if _ndarray is None:
+        import numpy
+        _ndarray, _npgeneric, _npvoid = numpy.ndarray, numpy.generic, numpy.void
+    if type(value) is tuple and len(value) <= 16:
+        items = []
+        for item in value:
+            item = _frozen(item)
+            if item is _Token_sentinel:
+                return None
+            items.append(item)
+        frozen = tuple(items)
+    else:
+        frozen = _frozen(value)
+        if frozen is _Token_sentinel:
+            return None
+    cdef Token tok = Token(0, None)
+    tok.frozen = frozen
+    tok.is_frozen = True
+    return tok
+
+
 def serialize_token(value, bint is_error, shm_prefix, int64_t index, int conn):
     """Serialize one value once: inline pack, or a segment file this process owns."""
     ser = serialize(value, is_error)
@@ -461,10 +523,11 @@ class _ReplayHost:
     run_async = staticmethod(asyncio.run)
     user_errors_only = False
 
-    def __init__(self, worker, shm_prefix):
+    def __init__(self, worker, shm_prefix, bint hosted=False):
         self.worker = worker
         self.shm_prefix = shm_prefix
         self.index = 0                   # the invocation running now (segment names carry it)
+        self.hosted = hosted             # a host's guest: values its co-hosted readers take travel as themselves
 
     def resolve(self, args, kwargs):
         return args, kwargs
@@ -473,6 +536,10 @@ class _ReplayHost:
         if is_error:
             # Packed at once: the executor gives one error token to every output, and _emit reads it per reader.
             return Token(F_ERROR, serialization.serialize(value, is_error=True).pack())
+        if self.hosted:
+            tok = frozen_token(value)
+            if tok is not None:
+                return tok
         return serialize_token(value, False, self.shm_prefix, self.index, conn)
 
     @property
@@ -666,7 +733,7 @@ cdef class WorkerReactor:
         self.last_index = -1
         self.held = collections.deque()
         self.bells = {}
-        self.host = _ReplayHost(worker, self.shm_prefix)
+        self.host = _ReplayHost(worker, self.shm_prefix, hosted)
         self.calls = None
         if worker.is_actor and worker.runs_calls_concurrently:
             self.calls = replay_concurrent.ConcurrentCalls(worker, self.host, worker.bell.ring)
@@ -981,13 +1048,14 @@ cdef class WorkerReactor:
                 return executor.fail(host, name, KeyboardInterrupt(), outputs)[0], False
             worker.begin_replayed_task(index)
         try:
-            target = worker.call_target(method) if actor else worker.load_code(method)
+            target = worker.call_target(method) if actor else worker.task_target(method)
             tracer = worker.tracer
             if tracer is not None and not (actor and method.startswith("__ray")):
                 # rayreact compare: replayed calls are traced like dynamic ones
                 target = executor.traced(tracer, "actor_call" if actor else "task", target,
                                          method if actor else None,
-                                         type(instance).__module__ if actor else getattr(target, "__module__", None))
+                                         type(instance).__module__ if actor else
+                                         getattr(worker.load_code(method), "__module__", None))
             results, status = executor.run(host, name, target, args, kwargs, outputs, len(outputs), instance)
         except BaseException as exc:  # noqa: BLE001 - a cancel's SIGINT just outside the call, code that won't load
             results, status = executor.fail(host, name, exc, outputs, instance)
@@ -1011,7 +1079,7 @@ cdef class WorkerReactor:
         local, targets, retain = route
         cdef object frame = None
         cdef bint keep = retain or tok.flags & F_REFS
-        if local or keep:
+        if (local or keep) and not tok.is_frozen:
             tok.view()          # packed now: the value is a snapshot, whatever the actor does with it next
         if local:
             self.buf[(conn, index)] = tok
@@ -1019,8 +1087,10 @@ cdef class WorkerReactor:
             if self.direct:
                 reader = self.direct.get(target)
                 if reader is not None:
-                    # A co-hosted reactor: the same token, packed (or mapped) once, never copied to a ring.
-                    tok.view()
+                    # A co-hosted reactor: the same token, never copied to a ring; the value itself if frozen,
+                    # else packed (or mapped) once.
+                    if not tok.is_frozen:
+                        tok.view()
                     (<WorkerReactor>reader)._accept(conn, index, tok)
                     continue
             if tok.path is not None:
@@ -1402,8 +1472,8 @@ def handle(worker, msg):
     stray 'ack' (its run already ended) needs nothing."""
     if msg.verb == "start":
         program = msg.body
-        if program.host_bell is not None and worker.host is not None:
-            worker.host.stepper(program.host_bell).host_guest(worker, program)
+        if program.host_bell is not None:
+            worker.hosting().stepper(program.host_bell).host_guest(worker, program)
         else:
             WorkerReactor(worker, program).run()
 

@@ -834,8 +834,9 @@ class ReplayRun:
                                            for cid in r.outputs)
         else:
             self.relayed_conns = frozenset(plan.reactions[c.producer].outputs[c.ret] for c in relays)
-        self._wait_for_dynamic_calls(seed_ids + list(self.made_before), len(task_reactors))
-        seed_descs = self._take_workers_and_seeds(seeds, seed_ids, task_reactors, code_ids)
+        hosted = self._hosts_for_tasks(task_reactors)
+        self._wait_for_dynamic_calls(seed_ids + list(self.made_before), len(task_reactors) - len(hosted))
+        seed_descs = self._take_workers_and_seeds(seeds, seed_ids, task_reactors, code_ids, hosted)
 
         self.paths = []
         self.ring_paths = []
@@ -920,9 +921,47 @@ class ReplayRun:
         if task_workers_needed and not rt.wait_until(enough_idle_workers, 0.5):
             raise Refused(f"fewer than {task_workers_needed} idle pool workers to lend to the plan's task calls")
 
-    def _take_workers_and_seeds(self, seeds, seed_ids, task_reactors, code_ids):
+    def _hosts_for_tasks(self, task_reactors):
+        """Co-location: the task reactors whose calls run in a host process (task name -> the host's worker),
+        each in the host of most of the actors it exchanges values with; one per host.  The others, and all
+        without co-location, are lent pool workers."""
+        col = self.rt.colocation
+        if col is None or not task_reactors:
+            return {}
+        with self.rt.lock:
+            free = col.live_hosts()
+            host_of = {name: a.worker.host for name, a in self.links.items()
+                       if a.worker is not None and a.worker.host is not None}
+        plan = self.plan
+        hosted = {}
+        for name in task_reactors:
+            if not free:
+                break
+            why = None
+            for q in plan.reactor(name).schedule:
+                _, fn, options = self.task_of[plan.reactions[q].target]
+                why = col.task_refusal(fn, submission.code_id_of(fn), options)
+                if why is not None:
+                    col.tasks_apart[(fn._function_name.rsplit(".", 1)[-1], why)] += 1
+                    break
+            if why is not None:
+                continue
+            near = collections.Counter()
+            for c in plan.connections:
+                if c.reactor == name:
+                    near.update(host_of.get(u.reactor) for u in c.uses)
+                elif any(u.reactor == name for u in c.uses):
+                    near[host_of.get(c.reactor)] += 1
+            host = max(free, key=lambda h: (near[h], -len(h.guests)))
+            free.remove(host)
+            hosted[name] = host
+            col.tasks_hosted.update({self.task_of[plan.reactions[q].target][1]._function_name.rsplit(".", 1)[-1]
+                                     for q in plan.reactor(name).schedule})
+        return hosted
+
+    def _take_workers_and_seeds(self, seeds, seed_ids, task_reactors, code_ids, hosted):
         """In one hold of the runtime's lock: a link per actor worker, the descriptors of the values the plan
-        starts from, and the pool workers lent to the task reactors."""
+        starts from, and the workers lent to the task reactors (pool workers, or ``hosted``'s hosts)."""
         rt = self.rt
         table = rt.object_table
         with rt.lock:
@@ -938,13 +977,20 @@ class ReplayRun:
                 if e.desc[2]:
                     raise Refused("a value the plan starts from nests refs")
                 seed_descs.append(e.desc)
-            if task_reactors:
-                lent = rt.pin_task_workers(len(task_reactors), code_ids)
+            pooled = [name for name in task_reactors if name not in hosted]
+            if pooled:
+                lent = rt.pin_task_workers(len(pooled), code_ids)
                 if lent is None:
                     raise Refused("no idle pool worker to lend to the plan's task calls")
                 self.lent = lent
-                for name, w in zip(task_reactors, lent):
+                for name, w in zip(pooled, lent):
                     self.links[name] = Link(name, w, TaskSlot())
+            for name, host in hosted.items():
+                if host.dead:
+                    raise Refused(f"{name}: the host process chosen for its calls died")
+                rt.lend_host_to_tasks(host, code_ids)
+                self.lent.append(host)
+                self.links[name] = Link(name, host, TaskSlot())
         return seed_descs
 
     def _undo_failed_start(self):
@@ -1105,7 +1151,8 @@ class ReplayRun:
         self.cancelled_tasks.add(index)            # (should its worker die, its rerun fails as cancelled)
         if not force:                              # else the drain would wait for it to finish
             link.w.bell.cancel_invocation(index)
-            self.rt.interrupt(link.w, unfinished)
+            if link.w.kind == "task":              # (a host's call is skipped if not started, never interrupted)
+                self.rt.interrupt(link.w, unfinished)
         return True
 
     def deopt_at_next_call(self, reason):

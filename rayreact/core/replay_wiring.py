@@ -128,7 +128,7 @@ class Wiring:
         return run.ext.Program(
             plan=run.number, name=name, period=P, start=plan.start, steps=steps, routes=routes,
             writers=writers, in_rings=in_rings, out_rings=out_rings, out_readers=out_readers,
-            host_bell=link.w.host.stepping_bell.path if link.w.host is not None else None,
+            host_bell=_stepping_bell(link.w).path if _stepping_bell(link.w) is not None else None,
             const_conns=frozenset(run.const_key),
             keep=keep + P, retain=(run.R + 1) * P, shm_prefix=f"{prefix}-w{link.w.index}",
             timeline=link.timeline.path, spin=run.spin, gather=run.gather.path,
@@ -340,6 +340,12 @@ class Wiring:
         return ext.Token(flags, desc[1])
 
 
+def _stepping_bell(w):
+    """The doorbell of the host whose stepping thread runs ``w``'s reactions (a guest, or a host lent to task
+    calls: core.reactor.HostReactor), else None."""
+    return w.host.stepping_bell if w.host is not None else w.stepping_bell
+
+
 def _reactor_bell(w):
-    """The doorbell that wakes ``w``'s reactor: a guest's host steps its guests' reactions on one thread."""
-    return w.host.stepping_bell if w.host is not None else w.bell
+    """The doorbell that wakes ``w``'s reactor."""
+    return _stepping_bell(w) or w.bell

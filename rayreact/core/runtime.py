@@ -224,6 +224,12 @@ class Runtime(DriverRuntimeBase):
         None if that many are not idle now.  Caller holds the lock."""
         return self.task_pool.pin(count, code_ids)
 
+    def lend_host_to_tasks(self, host, code_ids):
+        """Co-location: a replay runs task calls (of ``code_ids``) in ``host``'s process.  Caller holds the lock."""
+        host.pinned = True
+        for code_id in code_ids:
+            self.procs.ensure_defined(host, code_id)
+
     def unpin_task_worker(self, w):
         """A replay gives a task worker back to the pool.  Caller holds the lock."""
         self.task_pool.unpin(w)

@@ -306,6 +306,8 @@ class TaskPool:
         if not w.pinned:
             return
         w.pinned = False
+        if w.kind != "task":
+            return                              # a host lent to a replay's task calls: never a pool worker
         if not w.dead and w.task is None:
             self.idle_task_workers.append(w)
             self.schedule()

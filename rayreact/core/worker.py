@@ -409,6 +409,12 @@ class Worker(_DriverApi):
             context.current = self._hosting.router
         return self._hosting
 
+    def hosting(self):
+        """The hosting.Host of this process (a guest's, or a host's own), or None outside hosts."""
+        if self.host is not None:
+            return self.host
+        return self.host_of_guests() if self.kind == "host" else None
+
     def take_received(self, oid):
         """How many refs to ``oid`` the driver lent us, forgotten now (they are being given back)."""
         return self._received.pop(oid, 0)
@@ -507,6 +513,13 @@ class Worker(_DriverApi):
             reactor.handle(self, msg)
         elif kind == wire.GUEST:
             self.host_of_guests().start_guest(msg.spec)
+
+    def task_target(self, code_id):
+        """A replayed task's function; in a host, called holding the baton as this worker (its own generators)."""
+        fn = self.load_code(code_id)
+        if self._hosting is not None:
+            return self._hosting.baton.run(self, fn)
+        return fn
 
     def load_code(self, code_id):
         obj = self._code.get(code_id)

@@ -17,7 +17,7 @@ import torch
 
 from conftest import wait_until_calls_fail
 
-from rayreact.core.colocation import class_refusal
+from rayreact.core.colocation import class_refusal, function_refusal
 
 GET_TIMEOUT = 120                   # a deadline against a hang, never reached when things work
 COLOCATED = "rayreact-colocated"
@@ -285,6 +285,62 @@ def test_values_between_co_located_actors_are_snapshots_when_the_chain_runs_ahea
     assert histories == expected_inputs
 
 
+class Junction:
+    """An env actor: each step takes every agent's action and returns the joint observation."""
+
+    def __init__(self):
+        self.t = 0
+        self.taken = []
+
+    def reset(self):
+        return np.arange(6.0)
+
+    def step(self, *actions):
+        self.t += 1
+        self.taken.append(list(actions))
+        return np.arange(6.0) * self.t + sum(actions)
+
+    def history(self):
+        return self.taken
+
+
+def own_view(joint, i):
+    return joint[2 * i:2 * i + 2]
+
+
+class Agent:
+    def __init__(self, k):
+        self.k = k
+
+    def act(self, view):
+        return int(view.sum()) % 5 + self.k
+
+
+def _junction_in_process(steps):
+    env, agents = Junction(), [Agent(k) for k in range(3)]
+    obs = env.reset()
+    for _ in range(steps):
+        obs = env.step(*[a.act(own_view(obs, i)) for i, a in enumerate(agents)])
+    return list(obs), env.history()
+
+
+def test_a_loop_of_tasks_between_co_located_actors_gives_the_results_of_one_process(ray):
+    # env actor -> a task per agent picking its view -> the agent's actor -> the env: co-located and
+    # replayed, the tasks run in the host beside the actors whose values they take and make.
+    env = ray.remote(Junction).remote()
+    agents = [ray.remote(Agent).remote(k) for k in range(3)]
+    view = ray.remote(own_view)
+    obs = env.reset.remote()
+    for _ in range(150):
+        obs = env.step.remote(*[a.act.remote(view.remote(obs, i)) for i, a in enumerate(agents)])
+    final, history = ray.get([obs, env.history.remote()], timeout=GET_TIMEOUT)
+    assert (list(final), history) == _junction_in_process(150)
+    if _backend_name() == COLOCATED_REPLAY:
+        report = ray.explain(quiet=True)
+        assert report.periods_replayed >= 100
+        assert "task own_view: replayed in a host, beside the actors it exchanges values with" in str(report)
+
+
 # ---------------------------------------------------------------------- what only co-location has
 class Threaded:
     def ping(self):
@@ -333,6 +389,46 @@ def test_explain_says_where_actors_went_and_why_some_went_apart(ray):
     assert "WritesAGlobal in a process of its own: WritesAGlobal.bump assigns the module global 'COUNTER'" in report
     assert "WritesItsClass in a process of its own: WritesItsClass.bump assigns the class attribute 'total'" \
         in report
+
+
+TALLY = []
+
+
+def tally(x):
+    TALLY.append(x)
+    return np.array([x, 1.0])
+
+
+def bump_counter(x):
+    global COUNTER
+    COUNTER += x
+    return COUNTER
+
+
+def test_a_task_writing_module_state_replays_on_a_pool_worker(ray):
+    if _backend_name() != COLOCATED_REPLAY:
+        return                           # (only replay runs tasks in hosts)
+    agents = [ray.remote(Agent).remote(k) for k in range(2)]
+    count = ray.remote(tally)
+    for i in range(60):
+        assert ray.get([a.act.remote(count.remote(i)) for a in agents], timeout=GET_TIMEOUT) == [(i + 1) % 5,
+                                                                                               (i + 1) % 5 + 1]
+    report = str(ray.explain(quiet=True))
+    assert "task tally: replayed on a pool worker: tally mutates the module-level list 'TALLY'" in report
+
+
+def test_function_refusal_reads_what_a_task_writes():
+    assert function_refusal(own_view) is None
+    assert function_refusal(_junction_in_process) is None
+    assert "mutates the module-level list 'TALLY'" in function_refusal(tally)
+    assert "assigns the module global 'COUNTER'" in function_refusal(bump_counter)
+
+    def nested_writer(x):
+        def inner():
+            TALLY.append(x)
+        inner()
+
+    assert "mutates the module-level list 'TALLY'" in function_refusal(nested_writer)
 
 
 def test_class_refusal_reads_what_methods_assign():

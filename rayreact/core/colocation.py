@@ -150,9 +150,9 @@ class Colocation:
         self.tasks_hosted = collections.Counter()    # function name -> replay runs that hosted its calls
         self.tasks_apart = collections.Counter()     # (function name, reason) -> runs that kept them apart
 
-    def live_hosts(self):
-        """The started hosts that have not died."""
-        return [h for h in self._hosts if not h.dead and h.ready]
+    def live_hosts(self, started=True):
+        """The hosts that have not died (``started``: and have said they are ready)."""
+        return [h for h in self._hosts if not h.dead and (h.ready or not started)]
 
     def task_refusal(self, remote_function, code_id, options):
         """Why a replayed task call site may not run in a host (a GPU, an env of its own, a function that

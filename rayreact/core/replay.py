@@ -834,8 +834,9 @@ class ReplayRun:
                                            for cid in r.outputs)
         else:
             self.relayed_conns = frozenset(plan.reactions[c.producer].outputs[c.ret] for c in relays)
-        hosted = self._hosts_for_tasks(task_reactors)
-        self._wait_for_dynamic_calls(seed_ids + list(self.made_before), len(task_reactors) - len(hosted))
+        hostable = self._hostable_tasks(task_reactors)
+        self._wait_for_dynamic_calls(seed_ids + list(self.made_before), len(task_reactors) - len(hostable))
+        hosted = self._hosts_for_tasks(hostable)
         seed_descs = self._take_workers_and_seeds(seeds, seed_ids, task_reactors, code_ids, hosted)
 
         self.paths = []
@@ -921,22 +922,17 @@ class ReplayRun:
         if task_workers_needed and not rt.wait_until(enough_idle_workers, 0.5):
             raise Refused(f"fewer than {task_workers_needed} idle pool workers to lend to the plan's task calls")
 
-    def _hosts_for_tasks(self, task_reactors):
-        """Co-location: the task reactors whose calls run in a host process (task name -> the host's worker),
-        each in the host of most of the actors it exchanges values with; one per host.  The others, and all
-        without co-location, are lent pool workers."""
+    def _hostable_tasks(self, task_reactors):
+        """Co-location: the task reactors whose calls may run in a host process (their functions write no
+        module state; no GPU, no env of their own), as many as there are hosts."""
         col = self.rt.colocation
         if col is None or not task_reactors:
-            return {}
+            return []
         with self.rt.lock:
-            free = col.live_hosts()
-            host_of = {name: a.worker.host for name, a in self.links.items()
-                       if a.worker is not None and a.worker.host is not None}
+            hosts = len(col.live_hosts(started=False))
         plan = self.plan
-        hosted = {}
+        hostable = []
         for name in task_reactors:
-            if not free:
-                break
             why = None
             for q in plan.reactor(name).schedule:
                 _, fn, options = self.task_of[plan.reactions[q].target]
@@ -944,8 +940,26 @@ class ReplayRun:
                 if why is not None:
                     col.tasks_apart[(fn._function_name.rsplit(".", 1)[-1], why)] += 1
                     break
-            if why is not None:
-                continue
+            if why is None and len(hostable) < hosts:
+                hostable.append(name)
+        return hostable
+
+    def _hosts_for_tasks(self, hostable):
+        """The host process each of ``hostable``'s task reactors runs in (task name -> the host's worker): the
+        host of most of the actors it exchanges values with, one reactor per host.  A hostable one left
+        without a started host, and all others, are lent pool workers."""
+        col = self.rt.colocation
+        if not hostable:
+            return {}
+        with self.rt.lock:
+            free = col.live_hosts()
+            host_of = {name: a.worker.host for name, a in self.links.items()
+                       if a.worker is not None and a.worker.host is not None}
+        plan = self.plan
+        hosted = {}
+        for name in hostable:
+            if not free:
+                break
             near = collections.Counter()
             for c in plan.connections:
                 if c.reactor == name:

@@ -341,6 +341,40 @@ def test_a_loop_of_tasks_between_co_located_actors_gives_the_results_of_one_proc
         assert "task own_view: replayed in a host, beside the actors it exchanges values with" in str(report)
 
 
+class Tally:
+    def __init__(self):
+        self.n = 0
+
+    def bump(self):
+        self.n += 1
+        return self.n
+
+    def peek(self):
+        return self.n
+
+
+def read_back(n, tally_actor):
+    return n, _backend().get(tally_actor.peek.remote(), timeout=GET_TIMEOUT)
+
+
+def sleep_then_double(x):
+    time.sleep(0.001)
+    return 2 * x
+
+
+def test_a_task_in_the_loop_may_call_the_actor_whose_result_it_reads(ray):
+    # Replayed and co-located, the task runs in the actor's host; its nested get needs that actor's reactor to
+    # run the call it makes while the task waits, and a sleeping task must not stall the actor either.
+    counter = ray.remote(Tally).remote()
+    read, double = ray.remote(read_back), ray.remote(sleep_then_double)
+    rows = []
+    for i in range(80):
+        n = counter.bump.remote()
+        rows.append((read.remote(n, counter), double.remote(n)))
+    for i, ((n, seen), twice) in enumerate(ray.get(list(r), timeout=GET_TIMEOUT) for r in rows):
+        assert n == i + 1 and seen >= n and twice == 2 * n
+
+
 # ---------------------------------------------------------------------- what only co-location has
 class Threaded:
     def ping(self):

@@ -275,6 +275,10 @@ cdef class Doorbell:
         """Whether a thread of the owning process sleeps on the active word now."""
         return load_u32(self.sleepers) > 0
 
+    def waited_on(self):
+        """Whether a thread of the owning process waits actively on this doorbell."""
+        return load_u32(self.active) > 0
+
     def others_active(self):
         """Whether a thread besides the caller (itself active) waits actively on this doorbell."""
         return load_u32(self.active) > 1

@@ -81,9 +81,27 @@ def function_refusal(fn):
         return None
     module_globals = getattr(fn, "__globals__", {})
     for inner in _codes(code):
-        why = _writes_shared(inner, (), False, module_globals)
+        why = _writes_shared(inner, (), False, module_globals) or _ends_or_sets_globally(inner)
         if why:
             return f"{fn.__qualname__} {why}"
+    return None
+
+
+_EXITS = frozenset({"exit", "quit", "SystemExit", "_exit"})
+
+
+def _ends_or_sets_globally(code):
+    """A task's own reach beyond its call: ending its process (which a host shares with its actors), or
+    assigning an attribute of a module-level object (a class, a module, a config)."""
+    ins = list(dis.get_instructions(code))
+    for k, i in enumerate(ins):
+        if i.opname == "LOAD_GLOBAL" and i.argval in _EXITS:
+            return f"may end its process ({i.argval})"
+        if i.opname in ("LOAD_ATTR", "LOAD_METHOD") and i.argval in _EXITS and k and \
+                ins[k - 1].opname == "LOAD_GLOBAL" and ins[k - 1].argval in ("sys", "os"):
+            return f"may end its process ({ins[k - 1].argval}.{i.argval})"
+        if i.opname in ("STORE_ATTR", "DELETE_ATTR") and k and ins[k - 1].opname == "LOAD_GLOBAL":
+            return f"assigns an attribute of the module-level {ins[k - 1].argval!r}"
     return None
 
 
@@ -153,6 +171,13 @@ class Colocation:
     def live_hosts(self, started=True):
         """The hosts that have not died (``started``: and have said they are ready)."""
         return [h for h in self._hosts if not h.dead and (h.ready or not started)]
+
+    def note_tasks_hosted(self, names):
+        """A replay run hosts the calls of the functions ``names`` (counted for explain)."""
+        self.tasks_hosted.update(names)
+
+    def note_task_apart(self, name, why):
+        self.tasks_apart[(name, why)] += 1
 
     def task_refusal(self, remote_function, code_id, options):
         """Why a replayed task call site may not run in a host (a GPU, an env of its own, a function that

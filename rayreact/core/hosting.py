@@ -15,6 +15,9 @@
     a guest ends (exit_actor, ray.kill, out of scope) ──▶ Ended ──▶ the driver: that worker ended, the
         host and its other guests live on
     the host process dies ──▶ the driver: every guest of it died (ActorDiedError for each actor's callers)
+    a replayed loop ──▶ one stepping thread (core.reactor.HostReactor, started by ``stepper``) runs every
+        guest's reactions, and the loop's task calls the driver lent this host, acting as each in turn; a
+        guest's own thread meanwhile only pumps its inbound ring
 
 What guests share: the pid, module globals (an actor class that writes them or its class attributes is
 not co-located: core.colocation), the working directory, environment variables, the process title.
@@ -248,18 +251,21 @@ class Host:
         self.router = GuestRouter(self)
         self._at_exit = {}               # guest -> [(fn, args, kwargs)] its code registered with atexit
         self._stepper = None             # the HostReactor stepping the guests' replayed reactions, once one replays
+        self._stepper_lock = threading.Lock()
         # (Module functions that user code looks up at call time, or imports after the host started.)
         time.sleep = self._sleep
         atexit.register = self._register_at_exit
         threading.Thread.start = _start_as_guest
 
-    def stepper(self, bell_path):
-        """The host's HostReactor (core.reactor), its thread started on first use."""
-        if self._stepper is None:
-            from . import reactor
-            self._stepper = reactor.HostReactor(self, bell_path)
-            _real_thread_start(threading.Thread(target=self._stepper.serve, name="rayreact-host-reactor",
-                                                daemon=True))
+    def stepper(self, make):
+        """The reactor stepping this host's replayed reactions on one thread (core.reactor.HostReactor): made
+        by ``make(host)``, and its thread started, on first use."""
+        with self._stepper_lock:
+            if self._stepper is None:
+                stepper = make(self)
+                _real_thread_start(threading.Thread(target=stepper.serve, name="rayreact-host-reactor",
+                                                    daemon=True))
+                self._stepper = stepper
         return self._stepper
 
     def stepper_here(self):
@@ -350,9 +356,19 @@ class Host:
 
     def _sleep(self, seconds):
         guest = getattr(_here, "worker", None)
+        stepper = self.stepper_here()
         let_go = self.baton.let_go(guest)
         try:
-            _real_sleep(seconds)
+            if stepper is None:
+                _real_sleep(seconds)
+                return
+            # A replayed reaction on the stepping thread: the host's other guests go on meanwhile.
+            deadline = time.monotonic() + seconds
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                stepper.step_while_waiting(left)
         finally:
             if let_go:
                 self.baton.take(guest)

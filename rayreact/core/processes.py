@@ -219,6 +219,9 @@ class Processes:
         """``w`` (marked dead) is read no more, and no longer counts as a process wanting a core."""
         if w.pid and (w.host is None or w.host.dead) and not w.bell.asleep():
             channel.forget_awake_process()   # it died awake: it no longer wants a core
+        bell = w.stepping_bell
+        if w.pid and bell is not None and bell.waited_on() and not bell.asleep():
+            channel.forget_awake_process()   # (a host's stepping thread, counted on its own)
         if w.from_ring in self._rings:
             at = self._rings.index(w.from_ring)
             del self._rings[at]

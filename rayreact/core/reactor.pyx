@@ -147,8 +147,8 @@ def decode_token(frame, bint keep_link=False):
 cdef class Token:
     """A value as it travels: a pack in memory (inline, or a mapped segment), flags, nested ref ids.
 
-    A value made by a host's guest may also travel as itself (``frozen``, see :func:`frozen_value`): the
-    host's other guests read that object, and it is packed only if something else reads it."""
+    A value a reader in the same host takes may also travel as itself (``frozen``, see :func:`frozen_token`):
+    readers there take that object, and it is packed only if something else reads it."""
     cdef public int flags
     cdef public object data          # bytes or memoryview of the pack
     cdef public object path          # the segment file (or link) this process owns, if any
@@ -409,49 +409,69 @@ cdef class Gather:
         self.mapped.close()
 
 
+_Token_sentinel = object()
 cdef object _ndarray = None
 cdef object _npgeneric = None
 cdef object _npvoid = None
+cdef object _np_array = None
 
 
-cdef object _frozen(value):
-    """``value`` as it is now, out of its maker's reach, or the class itself (a sentinel) if that takes a pickle:
-    immutable scalars as they are, a small numpy array as a read-only copy (as a reader would map it)."""
+cdef object _frozen(value, dict seen):
+    """``value`` as it is now, out of its maker's reach, or the sentinel if that takes a pickle: immutable
+    scalars as they are, a numpy array as a view of a read-only copy (as a reader would map it: its flag
+    cannot be set back).  ``seen``: what was frozen already, by id (an array passed twice stays one)."""
     kind = type(value)
     if kind in _PLAIN:
         return value
     if kind is _ndarray:
-        if value.dtype.hasobject or value.nbytes > _FROZEN_ARRAY_LIMIT:
+        if value.dtype.hasobject:
             return _Token_sentinel
-        copy = value.copy()
-        copy.flags.writeable = False
-        return copy
+        frozen = seen.get(id(value))
+        if frozen is None:
+            copy = _np_array(value, order="K", copy=True)
+            copy.flags.writeable = False
+            frozen = seen[id(value)] = copy.view()
+        return frozen
     if isinstance(value, _npgeneric) and kind.__module__ == "numpy" and not isinstance(value, _npvoid):
         return value                      # a numpy scalar: immutable
     return _Token_sentinel
 
 
-_Token_sentinel = object()
-_FROZEN_ARRAY_LIMIT = serialization.INLINE_LIMIT
+cdef Py_ssize_t _size_of(value):
+    kind = type(value)
+    if kind is _ndarray:
+        return value.nbytes
+    if kind is str or kind is bytes:
+        return len(value)
+    return 16
 
 
 def frozen_token(value):
-    """A token carrying ``value`` itself when it can be frozen (see :class:`Token`): scalars, small arrays and
-    tuples of them; else None."""
-    global _ndarray, _npgeneric, _npvoid
+    """A token carrying ``value`` itself when it can be frozen (see :class:`Token`): scalars, arrays and tuples
+    of them, small enough to travel inline should something outside the process read them; else None."""
+    global _ndarray, _npgeneric, _npvoid, _np_array
     if _ndarray is None:
         import numpy
-        _ndarray, _npgeneric, _npvoid = numpy.ndarray, numpy.generic, numpy.void
+        _ndarray, _npgeneric, _npvoid, _np_array = numpy.ndarray, numpy.generic, numpy.void, numpy.array
+    cdef dict seen = {}
+    cdef Py_ssize_t size
     if type(value) is tuple and len(value) <= 16:
+        size = 0
+        for item in value:
+            size += _size_of(item)
+        if size > serialization.INLINE_LIMIT:
+            return None
         items = []
         for item in value:
-            item = _frozen(item)
+            item = _frozen(item, seen)
             if item is _Token_sentinel:
                 return None
             items.append(item)
         frozen = tuple(items)
     else:
-        frozen = _frozen(value)
+        if _size_of(value) > serialization.INLINE_LIMIT:
+            return None
+        frozen = _frozen(value, seen)
         if frozen is _Token_sentinel:
             return None
     cdef Token tok = Token(0, None)
@@ -523,11 +543,11 @@ class _ReplayHost:
     run_async = staticmethod(asyncio.run)
     user_errors_only = False
 
-    def __init__(self, worker, shm_prefix, bint hosted=False):
+    def __init__(self, worker, shm_prefix):
         self.worker = worker
         self.shm_prefix = shm_prefix
         self.index = 0                   # the invocation running now (segment names carry it)
-        self.hosted = hosted             # a host's guest: values its co-hosted readers take travel as themselves
+        self.frozen_conns = ()           # connections a reader in this process takes: their values travel as themselves
 
     def resolve(self, args, kwargs):
         return args, kwargs
@@ -536,7 +556,7 @@ class _ReplayHost:
         if is_error:
             # Packed at once: the executor gives one error token to every output, and _emit reads it per reader.
             return Token(F_ERROR, serialization.serialize(value, is_error=True).pack())
-        if self.hosted:
+        if conn in self.frozen_conns:
             tok = frozen_token(value)
             if tok is not None:
                 return tok
@@ -695,7 +715,9 @@ cdef class WorkerReactor:
     cdef readonly bint hosted         # stepped by the host's HostReactor (co-location), never waiting itself
     cdef public dict direct           # out ring index -> the co-hosted WorkerReactor reading it (tokens by reference)
     cdef public bint finished         # (hosted) the run is over for this worker: STOP acknowledged, or exiting
-    cdef public object failure        # (hosted) what ended the guest while stepping (its thread raises it)
+    cdef public bint released         # (hosted) and its reactor is closed: its thread may go on
+    cdef public object failure        # (hosted) what ended the guest while stepped (its thread raises it)
+    cdef public object stepper        # (hosted) the HostReactor stepping it
     cdef bint awaiting_ack            # (hosted) handed over at STOP: serving messages until the driver's ACK
     cdef bint closed
 
@@ -708,7 +730,9 @@ cdef class WorkerReactor:
         self.hosted = hosted
         self.direct = {}
         self.finished = False
+        self.released = False
         self.failure = None
+        self.stepper = None
         self.awaiting_ack = False
         self.closed = False
         self.period = program.period
@@ -733,7 +757,7 @@ cdef class WorkerReactor:
         self.last_index = -1
         self.held = collections.deque()
         self.bells = {}
-        self.host = _ReplayHost(worker, self.shm_prefix, hosted)
+        self.host = _ReplayHost(worker, self.shm_prefix)
         self.calls = None
         if worker.is_actor and worker.runs_calls_concurrently:
             self.calls = replay_concurrent.ConcurrentCalls(worker, self.host, worker.bell.ring)
@@ -1137,7 +1161,10 @@ cdef class WorkerReactor:
                 while not ring.try_write(frame):
                     if ring.is_closed() or self.exiting:
                         return frame
-                    if not self._drain():
+                    if self.hosted:
+                        self._drain()
+                        self.stepper.step_while_waiting(0.05)     # (its reader may be one of them)
+                    elif not self._drain():
                         self.poller.wait(0.05)
                     if os.getppid() == 1:
                         os._exit(1)
@@ -1249,8 +1276,8 @@ cdef class WorkerReactor:
         self.log_count = self.log_records = None
         self.log.close()
         self.gather.close()
-        if self.program.dynamic_spin is not None:
-            channel.set_spin_seconds(self.program.dynamic_spin)
+        if self.program.dynamic_spin is not None and not self.hosted:
+            channel.set_spin_seconds(self.program.dynamic_spin)     # (a host restores it when its last run ends)
 
 
     # ------------------------------------------------------------------ stepped by a host (co-location)
@@ -1322,6 +1349,14 @@ cdef class WorkerReactor:
     def close(self):
         self._close()
 
+    def freeze_what_stays_here(self):
+        """Outputs that a reader in this process takes travel as themselves when they can (frozen tokens)."""
+        frozen = set()
+        for conn, route in self.routes.items():
+            if route[0] or any(t in self.direct for t in route[1]):
+                frozen.add(conn)
+        self.host.frozen_conns = frozen
+
 
 cdef class HostReactor:
     """One thread of a host process steps the replay reactors of all its guests, in turn, so that a call from
@@ -1336,12 +1371,15 @@ cdef class HostReactor:
 
     A guest's thread registers its reactor (``host_guest``) and then only pumps its inbound ring until the
     run is over for it; whatever ended the guest while stepped (exit_actor, a kill) is raised there, on its own
-    thread, as it would have been without a host reactor.  A reaction that blocks in a nested ``ray.get``
-    lets the stepping thread step the host's other guests meanwhile (``step_while_waiting``)."""
+    thread, as it would have been without a host reactor.  A reaction that blocks (a nested ``ray.get``,
+    ``time.sleep``, a full ring) lets the stepping thread step the host's other guests meanwhile
+    (``step_while_waiting``), on top of its own frame: a guest stepped so that itself waits for the blocked
+    one cannot finish before it, where threads of their own would (a known limit of sharing one thread)."""
 
     cdef object host
     cdef object bell
     cdef object poller
+    cdef object waiter              # the doorbell alone: a nested wait must not wake for a blocked reactor's rings
     cdef list reactors
     cdef object pending
     cdef set busy
@@ -1350,8 +1388,9 @@ cdef class HostReactor:
     def __init__(self, host, bell_path):
         self.host = host                 # hosting.Host: ``act_as(guest)``, ``flush_releases()``
         self.bell = channel.Doorbell(bell_path)
-        self.bell.enter_active()
+        self.bell.enter_active()         # (also tells the driver that this host has a stepping thread)
         self.poller = channel.Poller(self.bell)
+        self.waiter = channel.Poller(self.bell)
         self.reactors = []
         self.pending = collections.deque()
         self.busy = set()
@@ -1361,15 +1400,16 @@ cdef class HostReactor:
         """(A guest's own thread) the guest's part of a run, stepped by this host's stepping thread; this
         thread pumps the guest's inbound ring meanwhile.  Returns when the run is over for the guest."""
         cdef WorkerReactor wr = WorkerReactor(worker, program, True)
+        wr.stepper = self
         self.pending.append(wr)
         self.bell.ring()
         watch = channel.Poller(worker.bell)           # no rings: woken by the guest's doorbell only
         bell = worker.bell
-        while not wr.finished:
+        while not wr.released:
             seen = bell.sequence()
             if worker.pump_inbound():
                 self.bell.ring()
-            if wr.finished:
+            if wr.released:
                 break
             watch.wait(1.0, False, seen)
             if os.getppid() == 1:
@@ -1381,23 +1421,27 @@ cdef class HostReactor:
     def serve(self):
         """(The host's stepping thread) forever: step every hosted reactor; sleep when none can go on."""
         import threading
+        import traceback
         self.thread_ident = threading.get_ident()
         channel.count_awake_thread()
         while True:
-            seen = self.bell.sequence()
-            if not self._round() and not self.pending:
-                if refcount.released:
-                    self.host.flush_releases()
-                self.poller.wait(1.0, False, seen)
-                if os.getppid() == 1:
-                    os._exit(1)
+            try:
+                seen = self.bell.sequence()
+                if not self._round() and not self.pending:
+                    if refcount.released:
+                        self.host.flush_releases()
+                    self.poller.wait(1.0, False, seen)
+                    if os.getppid() == 1:
+                        os._exit(1)
+            except BaseException:  # noqa: BLE001 - the host's other guests go on
+                traceback.print_exc()
 
     def step_while_waiting(self, double timeout_s):
-        """(The stepping thread, in a reaction blocked in a nested request) step the other guests once, or
-        sleep until something comes for them (a reply to the request rings too)."""
+        """(The stepping thread, in a reaction that blocks) step the other guests once, or sleep until something
+        comes (a reply to the blocked request rings too)."""
         seen = self.bell.sequence()
         if not self._round():
-            self.poller.wait(min(timeout_s, 0.05), False, seen)
+            self.waiter.wait(min(timeout_s, 0.05), False, seen)
 
     cdef bint _round(self) except *:
         cdef bint progressed = False
@@ -1406,7 +1450,8 @@ cdef class HostReactor:
             self._add(self.pending.popleft())
             progressed = True
         for wr in list(self.reactors):
-            if wr in self.busy:
+            # (one a nested round removed is stepped no more)
+            if wr in self.busy or wr.released or wr.finished:
                 continue
             if self._step(wr):
                 progressed = True
@@ -1414,6 +1459,7 @@ cdef class HostReactor:
 
     cdef bint _step(self, WorkerReactor wr) except *:
         cdef bint progressed = True
+        cdef bint acking = wr.awaiting_ack
         self.busy.add(wr)
         acting = self.host.act_as(wr.worker)
         try:
@@ -1426,6 +1472,8 @@ cdef class HostReactor:
             self.busy.discard(wr)
         if wr.finished:
             self._remove(wr)
+        elif wr.awaiting_ack and not acking:
+            self._watch()                 # (its other in-rings are closed now: frames left there stay unread)
         return progressed
 
     cdef void _add(self, WorkerReactor wr) except *:
@@ -1439,15 +1487,23 @@ cdef class HostReactor:
             for i, name in enumerate(other.out_readers):
                 if name == wr.name:
                     other.direct[i] = wr
+            other.freeze_what_stays_here()
+        wr.freeze_what_stays_here()
         self.reactors.append(wr)
         self._watch()
 
     cdef void _remove(self, WorkerReactor wr) except *:
         cdef WorkerReactor other
-        self.reactors.remove(wr)
+        if wr.released:
+            return
+        if wr in self.reactors:
+            self.reactors.remove(wr)
         for other in self.reactors:
-            for i in [i for i, r in other.direct.items() if r is wr]:
+            gone = [i for i, r in other.direct.items() if r is wr]
+            for i in gone:
                 del other.direct[i]
+            if gone:
+                other.freeze_what_stays_here()
         wr.direct.clear()
         self._watch()
         try:
@@ -1455,13 +1511,16 @@ cdef class HostReactor:
         except BaseException as exc:  # noqa: BLE001 - (raised on the guest's thread, if nothing came first)
             if wr.failure is None:
                 wr.failure = exc
+        if not self.reactors and wr.program.dynamic_spin is not None:
+            channel.set_spin_seconds(wr.program.dynamic_spin)
+        wr.released = True
         wr.worker.bell.ring()             # its thread returns from host_guest
 
     cdef void _watch(self) except *:
         cdef WorkerReactor wr
         rings = []
         for wr in self.reactors:
-            rings.extend(wr.in_rings)
+            rings.extend(wr.in_rings[:1] if wr.awaiting_ack else wr.in_rings)
         self.poller.set_rings(rings)
 
 
@@ -1473,7 +1532,7 @@ def handle(worker, msg):
     if msg.verb == "start":
         program = msg.body
         if program.host_bell is not None:
-            worker.hosting().stepper(program.host_bell).host_guest(worker, program)
+            worker.hosting().stepper(lambda host: HostReactor(host, program.host_bell)).host_guest(worker, program)
         else:
             WorkerReactor(worker, program).run()
 

@@ -938,7 +938,7 @@ class ReplayRun:
                 _, fn, options = self.task_of[plan.reactions[q].target]
                 why = col.task_refusal(fn, submission.code_id_of(fn), options)
                 if why is not None:
-                    col.tasks_apart[(fn._function_name.rsplit(".", 1)[-1], why)] += 1
+                    col.note_task_apart(fn._function_name.rsplit(".", 1)[-1], why)
                     break
             if why is None and len(hostable) < hosts:
                 hostable.append(name)
@@ -967,10 +967,12 @@ class ReplayRun:
                 elif any(u.reactor == name for u in c.uses):
                     near[host_of.get(c.reactor)] += 1
             host = max(free, key=lambda h: (near[h], -len(h.guests)))
+            if not near[host]:
+                continue                 # (no actor it exchanges values with is hosted: it would only crowd one)
             free.remove(host)
             hosted[name] = host
-            col.tasks_hosted.update({self.task_of[plan.reactions[q].target][1]._function_name.rsplit(".", 1)[-1]
-                                     for q in plan.reactor(name).schedule})
+            col.note_tasks_hosted({self.task_of[plan.reactions[q].target][1]._function_name.rsplit(".", 1)[-1]
+                                   for q in plan.reactor(name).schedule})
         return hosted
 
     def _take_workers_and_seeds(self, seeds, seed_ids, task_reactors, code_ids, hosted):
@@ -991,6 +993,9 @@ class ReplayRun:
                 if e.desc[2]:
                     raise Refused("a value the plan starts from nests refs")
                 seed_descs.append(e.desc)
+            for name, host in hosted.items():
+                if host.dead:
+                    raise Refused(f"{name}: the host process chosen for its calls died")
             pooled = [name for name in task_reactors if name not in hosted]
             if pooled:
                 lent = rt.pin_task_workers(len(pooled), code_ids)
@@ -1000,8 +1005,6 @@ class ReplayRun:
                 for name, w in zip(pooled, lent):
                     self.links[name] = Link(name, w, TaskSlot())
             for name, host in hosted.items():
-                if host.dead:
-                    raise Refused(f"{name}: the host process chosen for its calls died")
                 rt.lend_host_to_tasks(host, code_ids)
                 self.lent.append(host)
                 self.links[name] = Link(name, host, TaskSlot())
@@ -1165,8 +1168,13 @@ class ReplayRun:
         self.cancelled_tasks.add(index)            # (should its worker die, its rerun fails as cancelled)
         if not force:                              # else the drain would wait for it to finish
             link.w.bell.cancel_invocation(index)
-            if link.w.kind == "task":              # (a host's call is skipped if not started, never interrupted)
+            if link.w.kind == "task":
                 self.rt.interrupt(link.w, unfinished)
+            elif unfinished():
+                # A host's call is skipped if it has not started, and never interrupted (its actors share the
+                # thread): as for an actor call, its result is cancelled all the same.
+                given = self.fast.given
+                self.fast.cancelled.update(given[index, ret] for ret in range(op.nret) if (index, ret) in given)
         return True
 
     def deopt_at_next_call(self, reason):

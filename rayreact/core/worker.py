@@ -164,7 +164,8 @@ class _DriverApi(context.RuntimeHooks):
         self._pending_replies[req_id] = slot
         self.send(wire.Request(req_id, verb, payload))
         deadline = None if timeout is None else time.monotonic() + timeout
-        let_go = self.host is not None and self.host.baton.let_go(self)    # (others run while this waits)
+        hosting = self.host or self._hosting
+        let_go = hosting is not None and hosting.baton.let_go(self)    # (others run while this waits)
         try:
             while not slot[2]:
                 remaining = None if deadline is None else deadline - time.monotonic()
@@ -190,7 +191,7 @@ class _DriverApi(context.RuntimeHooks):
                     else:
                         self._deferred.append(msg)
                 else:
-                    stepper = self.host.stepper_here() if self.host is not None else None
+                    stepper = hosting.stepper_here() if hosting is not None else None
                     if stepper is not None:      # (the host's other guests go on while this reaction waits)
                         stepper.step_while_waiting(min(remaining, 1.0) if remaining is not None else 1.0)
                     else:
@@ -199,7 +200,7 @@ class _DriverApi(context.RuntimeHooks):
         finally:
             self._pending_replies.pop(req_id, None)
             if let_go:
-                self.host.baton.take(self)
+                hosting.baton.take(self)
 
     def post(self, verb, payload):
         """A request with no reply (submissions: FIFO order makes them visible before any later get)."""

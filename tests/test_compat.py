@@ -68,6 +68,18 @@ def test_compare_example_quick(script, tmp_path):
     assert status == 0, report
 
 
+@pytest.mark.parametrize("script", ["examples/marl_chain.py", "compat_tests/rl_rollout_loop.py"])
+def test_compare_colocated_with_tasks_in_hosts(script, tmp_path):
+    # Co-located and replayed, these loops' task calls run in a host: traced as the user's functions, with
+    # the same results as Ray's.
+    args = ("--quick",) if script.startswith("examples/") else ()
+    status, report, summary = run_compare(os.path.join(ROOT, script), tmp_path, *args, extra=("--colocate",),
+                                          no_reactor=False)
+    assert status == 0, report
+    assert summary is not None and len(summary["candidates"]) == 2, report
+    assert all(not c["diverged"] for c in summary["candidates"]), report
+
+
 @pytest.mark.parametrize("script", DIVERGENT_SCRIPTS, ids=_name)
 def test_compare_catches_a_divergent_script(script, tmp_path):
     status, report, summary = run_compare(script, tmp_path)

@@ -1072,14 +1072,15 @@ cdef class WorkerReactor:
                 return executor.fail(host, name, KeyboardInterrupt(), outputs)[0], False
             worker.begin_replayed_task(index)
         try:
-            target = worker.call_target(method) if actor else worker.task_target(method)
+            target = worker.call_target(method) if actor else worker.load_code(method)
             tracer = worker.tracer
             if tracer is not None and not (actor and method.startswith("__ray")):
                 # rayreact compare: replayed calls are traced like dynamic ones
                 target = executor.traced(tracer, "actor_call" if actor else "task", target,
                                          method if actor else None,
-                                         type(instance).__module__ if actor else
-                                         getattr(worker.load_code(method), "__module__", None))
+                                         type(instance).__module__ if actor else getattr(target, "__module__", None))
+            if not actor:
+                target = worker.as_task(target)
             results, status = executor.run(host, name, target, args, kwargs, outputs, len(outputs), instance)
         except BaseException as exc:  # noqa: BLE001 - a cancel's SIGINT just outside the call, code that won't load
             results, status = executor.fail(host, name, exc, outputs, instance)

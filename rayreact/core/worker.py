@@ -515,9 +515,9 @@ class Worker(_DriverApi):
         elif kind == wire.GUEST:
             self.host_of_guests().start_guest(msg.spec)
 
-    def task_target(self, code_id):
-        """A replayed task's function; in a host, called holding the baton as this worker (its own generators)."""
-        fn = self.load_code(code_id)
+    def as_task(self, fn):
+        """A replayed task's function as this worker runs it: in a host, holding the baton as this worker (its
+        own generators), beside the host's actors."""
         if self._hosting is not None:
             return self._hosting.baton.run(self, fn)
         return fn

@@ -176,6 +176,36 @@ def test_a_killed_process_fails_exactly_the_actors_it_ran(ray):
             assert ray.get(s.draw.remote(3), timeout=GET_TIMEOUT)[0] == 3
 
 
+def test_a_process_killed_during_a_replayed_loop_with_tasks_fails_exactly_the_actors_it_ran(ray):
+    # Co-located and replayed, the loop's task calls run in a host too: killing it mid-loop fails its actors'
+    # calls (and no get hangs); the other host's actors go on with their own streams.
+    samplers = [ray.remote(Sampler).remote(seed) for seed in range(4)]
+    pids = ray.get([s.pid.remote() for s in samplers], timeout=GET_TIMEOUT)
+    double = ray.remote(sleep_then_double)
+    expected = [_expected_draws(seed, 101) for seed in range(4)]
+    for k in range(100):
+        rows = ray.get([double.remote(s.draw.remote(k)) for s in samplers], timeout=GET_TIMEOUT)
+        assert rows == [2 * expected[seed][k] for seed in range(4)]        # (a list doubled: twice over)
+    os.kill(pids[0], signal.SIGKILL)
+    for seed, (s, pid) in enumerate(zip(samplers, pids)):
+        if pid == pids[0]:
+            wait_until_calls_fail(ray, lambda s=s: s.draw.remote(0))
+        else:
+            assert ray.get(s.draw.remote(100), timeout=GET_TIMEOUT) == expected[seed][100]
+
+
+def test_a_kill_during_a_replayed_loop_fails_only_that_actor(ray):
+    samplers = [ray.remote(Sampler).remote(seed) for seed in range(4)]
+    for k in range(100):
+        assert [row[0] for row in ray.get([s.draw.remote(k) for s in samplers], timeout=GET_TIMEOUT)] == [k] * 4
+    ray.kill(samplers[1])
+    wait_until_calls_fail(ray, lambda: samplers[1].draw.remote(0))
+    others = [0, 2, 3]
+    for k in range(100, 140):
+        rows = ray.get([samplers[i].draw.remote(k) for i in others], timeout=GET_TIMEOUT)
+        assert rows == [_expected_draws(i, k + 1)[k] for i in others]
+
+
 class Holder:
     def __init__(self):
         self.calls = 0

@@ -719,6 +719,7 @@ cdef class WorkerReactor:
     cdef public object failure        # (hosted) what ended the guest while stepped (its thread raises it)
     cdef public object stepper        # (hosted) the HostReactor stepping it
     cdef bint awaiting_ack            # (hosted) handed over at STOP: serving messages until the driver's ACK
+    cdef object lent_of               # (hosted) (index, values lent) of the kind-3 invocation _ready last read
     cdef bint closed
 
     def __init__(self, worker, program, bint hosted=False):
@@ -1325,7 +1326,9 @@ cdef class WorkerReactor:
                 if (spec[2], spec[3]) not in self.consts and self.writers.get(spec[2]) not in dead:
                     return False
         if how == INVOKE_WITH_REFS:
-            for oid, conn, producer in _pickle_loads(payload)[3]:
+            if self.lent_of is None or self.lent_of[0] != index:
+                self.lent_of = (index, _pickle_loads(payload)[3])     # (asked again each round until ready)
+            for oid, conn, producer in self.lent_of[1]:
                 if (conn, producer) not in self.buf and self.writers.get(conn) not in dead:
                     return False
         return True
@@ -1381,7 +1384,7 @@ cdef class HostReactor:
     cdef object bell
     cdef object poller
     cdef object waiter              # the doorbell alone: a nested wait must not wake for a blocked reactor's rings
-    cdef list reactors
+    cdef tuple reactors             # replaced, never changed in place: a round iterates it while nested rounds edit
     cdef object pending
     cdef set busy
     cdef public object thread_ident
@@ -1392,7 +1395,7 @@ cdef class HostReactor:
         self.bell.enter_active()         # (also tells the driver that this host has a stepping thread)
         self.poller = channel.Poller(self.bell)
         self.waiter = channel.Poller(self.bell)
-        self.reactors = []
+        self.reactors = ()
         self.pending = collections.deque()
         self.busy = set()
         self.thread_ident = None
@@ -1450,7 +1453,7 @@ cdef class HostReactor:
         while self.pending:
             self._add(self.pending.popleft())
             progressed = True
-        for wr in list(self.reactors):
+        for wr in self.reactors:
             # (one a nested round removed is stepped no more)
             if wr in self.busy or wr.released or wr.finished:
                 continue
@@ -1490,15 +1493,14 @@ cdef class HostReactor:
                     other.direct[i] = wr
             other.freeze_what_stays_here()
         wr.freeze_what_stays_here()
-        self.reactors.append(wr)
+        self.reactors += (wr,)
         self._watch()
 
     cdef void _remove(self, WorkerReactor wr) except *:
         cdef WorkerReactor other
         if wr.released:
             return
-        if wr in self.reactors:
-            self.reactors.remove(wr)
+        self.reactors = tuple(r for r in self.reactors if r is not wr)
         for other in self.reactors:
             gone = [i for i, r in other.direct.items() if r is wr]
             for i in gone:

@@ -179,12 +179,9 @@ class _DriverApi(context.RuntimeHooks):
                         self._poller.wait(min(remaining, 1.0) if remaining is not None else 1.0)
                         continue
                     msg = wire.decode(raw)
-                    kind = msg.KIND
-                    if kind == wire.REPLY:
-                        self._deliver_reply(msg.req_id, msg.payload)
-                    elif kind == wire.DEFINE:
-                        self._code[msg.code_id] = msg.code
-                    elif kind == wire.DROP:
+                    if self._took_at_once(msg):
+                        continue
+                    if msg.KIND == wire.DROP:
                         self._give_back(msg.task_id)       # a task sent behind this blocked one: let another run it
                     elif self._pool is not None or self._loop is not None:
                         self.handle_message(msg)
@@ -843,13 +840,19 @@ class Worker(_DriverApi):
                 break
             came = True
             msg = wire.decode(raw)
-            if msg.KIND == wire.REPLY:
-                self._deliver_reply(msg.req_id, msg.payload)
-            elif msg.KIND == wire.DEFINE:
-                self._code[msg.code_id] = msg.code
-            else:
+            if not self._took_at_once(msg):
                 self._deferred.append(msg)
         return came
+
+    def _took_at_once(self, msg):
+        """Messages any reader of the inbound ring takes on the spot (a reply, code): whether ``msg`` was one."""
+        if msg.KIND == wire.REPLY:
+            self._deliver_reply(msg.req_id, msg.payload)
+        elif msg.KIND == wire.DEFINE:
+            self._code[msg.code_id] = msg.code
+        else:
+            return False
+        return True
 
     def defer_first(self, msgs):
         """Handle ``msgs`` next, in their order, before any message still to come."""

@@ -305,6 +305,26 @@ def test_numpy_scalars_and_small_arrays_replay_with_their_types(ray):
     expect_replayed(ray, 100)
 
 
+class Flag(int):
+    """An int subclass: equal to an int, pickled as itself."""
+
+
+def test_scalars_equal_in_value_but_not_in_type_or_sign_each_arrive_as_sent(ray):
+    # Replay pickles a list of scalar literals once per distinct value: 0, False, 0.0, -0.0 and numpy's zeros
+    # compare equal, and each must still arrive with its own type and sign, round after round.
+    policies = [remote(ray, Policy) for _ in range(2)]
+    pool = [0, False, 0.0, -0.0, np.int64(0), np.int32(0), np.float32(0), np.float64(-0.0), np.bool_(False),
+            None, "", 1, True, 1.0, np.uint8(1), np.float16(1), Flag(1), "a" * 100, 2 ** 70, float("nan")]
+    for i in range(150):
+        sent = [pool[(i * 7 + k) % len(pool)] for k in range(4)]
+        got = ray.get([policies[k % 2].echo.remote(v) for k, v in enumerate(sent)])
+        for a, b in zip(sent, got):
+            assert type(b) is type(a) and repr(b) == repr(a), (i, a, b)
+            if isinstance(a, float):
+                assert np.copysign(1.0, b) == np.copysign(1.0, a)
+    expect_replayed(ray, 100)
+
+
 def test_values_held_across_rounds_are_never_overwritten(ray):
     envs = [remote(ray, Env, i) for i in range(2)]
     kept = []

@@ -1612,30 +1612,52 @@ cdef bint _same_bytes(array, bytes data) except -1:
 
 
 cdef class LastLiterals:
-    """The last call's literal arguments and their inline pack, for a next call passing the same, unchanged.
+    """Inline packs of literal arguments already pickled, for a next call passing the same, unchanged.
 
-    A script that sends one observation to N actors (``[p.act.remote(obs) for p in ps]``)
-    then pickles it once, not N times.  "Unchanged" is checked, not assumed: the very same
-    objects, each immutable or a small numeric array whose shape, dtype, strides and bytes
-    are as they were when it was pickled (a script may change an array between two calls).
+    Two ways a call's literals count as already pickled:
+
+    - the very objects of the last call, each immutable or a small numeric array whose shape, dtype,
+      strides and bytes are as they were when it was pickled (a script that sends one observation
+      to N actors, ``[p.act.remote(obs) for p in ps]``, pickles it once, not N times; a script may
+      change an array between two calls, so that is checked, not assumed);
+    - literals that are all scalars (ints, floats, bools, None, short strings, numpy's own numeric
+      scalar types) equal, type and bytes, to ones pickled before: an action drawn from a small set
+      (``space.sample()``) is pickled once per distinct value, not once per call.  The pickling of a
+      numpy scalar, with its by-name reconstructor, costs more than the rest of a replayed call.
     """
     cdef tuple values
     cdef list arrays                   # (array, its bytes, shape, strides, dtype) as pickled
     cdef bytes payload
+    cdef dict by_value                 # _scalar_key(literals) -> their inline pack
+    cdef object key                    # the last lookup's scalar key, for remember
+
+    def __cinit__(self):
+        self.by_value = {}
 
     cdef bytes lookup(self, list literals):
         cdef Py_ssize_t i, n = len(literals)
-        if self.payload is None or n != len(self.values):
+        self.key = None
+        if self.payload is not None and n == len(self.values):
+            for i in range(n):
+                if literals[i] is not self.values[i]:
+                    break
+            else:
+                for a, data, shape, strides, dtype in self.arrays:
+                    if a.shape != shape or a.strides != strides or a.dtype != dtype or not _same_bytes(a, data):
+                        break
+                else:
+                    return self.payload
+        self.key = _scalar_key(literals)
+        if self.key is None:
             return None
-        for i in range(n):
-            if literals[i] is not self.values[i]:
-                return None
-        for a, data, shape, strides, dtype in self.arrays:
-            if a.shape != shape or a.strides != strides or a.dtype != dtype or not _same_bytes(a, data):
-                return None
-        return self.payload
+        return self.by_value.get(self.key)
 
     cdef void remember(self, list literals, bytes payload):
+        if self.key is not None:
+            if len(self.by_value) >= _SCALAR_PACKS:
+                self.by_value.clear()      # (a script drawing from a large set gains nothing from keeping more)
+            self.by_value[self.key] = payload
+            self.key = None
         arrays = []
         self.payload = None
         np = sys.modules.get("numpy")
@@ -1652,8 +1674,40 @@ cdef class LastLiterals:
         self.payload = payload
 
     cdef void clear(self):
-        self.values = self.arrays = self.payload = None
+        self.values = self.arrays = self.payload = self.key = None
 
+
+_SCALAR_PACKS = 1024                   # distinct scalar literal lists whose packs are kept
+_SHORT_STR = 64
+_numpy_scalar_types = None
+
+
+cdef object _scalar_key(list literals):
+    """A key equal for two literal lists only if they pickle alike (exact types; floats and numpy scalars
+    by their bytes, so 0.0 and -0.0 differ), or None if some literal is not such a scalar."""
+    global _numpy_scalar_types
+    key = []
+    for v in literals:
+        t = type(v)
+        if t is int or t is bool or v is None or (t is str and len(<str>v) <= _SHORT_STR):
+            key.append((t, v))
+        elif t is float:
+            key.append((t, _DOUBLE.pack(v)))
+        else:
+            if _numpy_scalar_types is None:
+                np = sys.modules.get("numpy")
+                if np is None:
+                    return None
+                # numpy's own numeric scalar types only: a subclass may carry more than its bytes
+                _numpy_scalar_types = frozenset(t for t in set(np.sctypeDict.values())
+                                                if np.dtype(t).kind in "biufc")
+            if t not in _numpy_scalar_types:
+                return None
+            key.append((t, v.tobytes()))
+    return tuple(key)
+
+
+_DOUBLE = struct.Struct("<d")
 
 
 cdef bint _calls(Op op, actor_id, method, tuple args, dict kwargs, int nret, ref_type):

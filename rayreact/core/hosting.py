@@ -345,6 +345,9 @@ class Host:
         batches = {}
         for oid in released:
             for worker in workers:
+                # (a dict lookup per worker; the locked check only for the worker the driver lent it to)
+                if not worker.has_received(oid):
+                    continue
                 n = refcount.unless_live(oid, lambda: worker.take_received(oid))
                 if n:
                     batches.setdefault(worker, []).append((oid, n))

@@ -404,7 +404,7 @@ class Reactor(RuntimeFront):
             # Blocks of calls that come in any order (Ape-X: the learner's step, an explorer's chunk, a look at
             # the weights): taken where their region spans more of the calls than the plan found above, whose
             # region is then only the latest run of one block.
-            blocks, laid = self._block_plan(rec, plan, found_in)
+            blocks, laid = self._block_plan(rec, plan)
             if blocks is not None:
                 plan, found_in = blocks, laid[0]
         if plan is None:
@@ -456,7 +456,7 @@ class Reactor(RuntimeFront):
             return None, None               # (a fixed plan, if there is one, may still run)
         return plan, calls
 
-    def _block_plan(self, rec, plan, found_in):
+    def _block_plan(self, rec, plan):
         """(the plan of a loop of blocks in any order, (its laid-out trace, the index of the call it begins
         with)), or (None, None): none, none that can run, or ``plan`` (found above) is kept."""
         calls = rec.trace.without_reads()
@@ -852,6 +852,7 @@ class ReplayRun:
                 self._undo_failed_start()
             finally:
                 raise
+        self._note_hosted_tasks(hosted)
 
     # ------------------------------------------------------------------ plan checks
     def _check_actors(self):
@@ -971,9 +972,15 @@ class ReplayRun:
                 continue                 # (no actor it exchanges values with is hosted: it would only crowd one)
             free.remove(host)
             hosted[name] = host
-            col.note_tasks_hosted({self.task_of[plan.reactions[q].target][1]._function_name.rsplit(".", 1)[-1]
-                                   for q in plan.reactor(name).schedule})
         return hosted
+
+    def _note_hosted_tasks(self, hosted):
+        """For explain: the functions whose calls this run (started now) hosts."""
+        plan = self.plan
+        for name in hosted:
+            self.rt.colocation.note_tasks_hosted(
+                {self.task_of[plan.reactions[q].target][1]._function_name.rsplit(".", 1)[-1]
+                 for q in plan.reactor(name).schedule})
 
     def _take_workers_and_seeds(self, seeds, seed_ids, task_reactors, code_ids, hosted):
         """In one hold of the runtime's lock: a link per actor worker, the descriptors of the values the plan

@@ -413,6 +413,10 @@ class Worker(_DriverApi):
             return self.host
         return self.host_of_guests() if self.kind == "host" else None
 
+    def has_received(self, oid):
+        """Whether the driver lent us refs to ``oid`` that we have not given back."""
+        return oid in self._received
+
     def take_received(self, oid):
         """How many refs to ``oid`` the driver lent us, forgotten now (they are being given back)."""
         return self._received.pop(oid, 0)

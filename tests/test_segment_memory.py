@@ -112,3 +112,28 @@ def test_fresh_worker_results_change_hands_without_a_copy(fresh_rayreact):
     assert _files(rt, f"slot-{pid}-")
     ray.kill(maker)
     wait_until(lambda: not _files(rt, f"slot-{pid}-"))
+
+
+def test_a_value_held_past_its_refs_end_joins_the_pool_when_the_script_lets_go(fresh_rayreact, monkeypatch):
+    # Its file waits under a pending name while the script still views it; the next release after the
+    # script let go pools it (without waiting for the periodic try of every pending file).
+    ray = fresh_rayreact
+    ray.init(num_cpus=1)
+    rt = ray.core.context.dynamic_runtime()
+
+    @ray.remote
+    def make(value):
+        return np.full(MB // 8, value)           # 1 MB, written by a worker: the driver maps it
+
+    ray.get(ray.put(np.zeros(MB // 8)))        # (a first release: the periodic try is behind us)
+    monkeypatch.setattr(segments, "SETTLE_SECONDS", 3600.0)
+    ref = make.remote(7.0)
+    held = ray.get(ref)
+    ino = os.stat(_object_path(rt, ref)).st_ino
+    del ref
+    wait_until(lambda: any(p.endswith(f"-{ino}") for p in _files(rt, "pend")))
+    assert float(held[0]) == 7.0
+    del held
+    ray.get(ray.put(np.ones(MB // 2)))         # another release (4 MB: no taker for the 1 MB file)
+    wait_until(lambda: any(p.endswith(f"-{ino}") for p in _files(rt, "pool")), timeout=5.0)
+    assert not any(p.endswith(f"-{ino}") for p in _files(rt, "pend"))

@@ -37,6 +37,7 @@ PAGE = mmap.PAGESIZE
 MIN_POOLED = 64 * 1024                 # smaller files are not worth pooling
 MAX_PENDING = 32                       # freed files still mapped, waiting to join the pool
 POOL_IDLE_SECONDS = 10.0               # a pooled file unused this long is unlinked
+SETTLE_SECONDS = 0.05                  # every pending file is tried this often (those seen unviewed here, at once)
 MAX_KEPT = 32                          # kept mappings hold a descriptor each: bounded in number too
 _MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
@@ -85,7 +86,10 @@ class SegmentPool:
         self._kept = collections.OrderedDict()   # inode -> Writable, least recently used first
         self._kept_bytes = 0
         self._takes = 0
+        self._drops = 0
         self._last_decay = 0.0
+        self._last_settle = 0.0
+        self._unviewed = set()          # inodes this process stopped viewing since the last settle
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ the pool directory
@@ -125,8 +129,9 @@ class SegmentPool:
             self._prune()
             read_maps.prune()
         # Pool names are fixed by size and inode, so a file this process still maps is found without a listing.
+        # The least recently written first: a file cycles back into the pool only after its readers let go.
         with self._lock:
-            mine = [(ino, w.size) for ino, w in reversed(self._kept.items()) if size <= w.size <= size + size // 2]
+            mine = [(ino, w.size) for ino, w in self._kept.items() if size <= w.size <= size + size // 2]
         for ino, kept_size in mine:
             try:
                 os.rename(os.path.join(directory, f"rr-{session}-pool-{kept_size:015d}-{ino}"), path)
@@ -205,8 +210,14 @@ class SegmentPool:
             w.close()
 
     def drop_mapping(self, path):
-        """One name of a file goes away; its kept mapping (if any) is dropped once the file has no name left."""
-        self._prune()
+        """One name of a file goes away; its kept mapping (if any) is dropped once the file has no name left.
+
+        That file keeps other names (a reader's link), so this only sweeps the kept mappings of files gone
+        meanwhile: every 16th call (an fstat per kept mapping on every freed result cost more than the
+        result's write)."""
+        self._drops += 1
+        if self._drops % 16 == 0:
+            self._prune()
 
     def clear(self):
         read_maps.clear()
@@ -229,38 +240,50 @@ class SegmentPool:
             self._unlink(path)
             return
         session = _session_of(name)
+        files = self._release(path, directory, session)
+        if session is None:
+            return
+        if files is None and (self._unviewed or time.monotonic() - self._last_settle >= SETTLE_SECONDS):
+            files = self._scan(directory, session)
+        if files is not None:
+            if files["pend"]:
+                self._settle_pending(directory, session, files)
+            self._decay(directory, files)
+
+    def _release(self, path, directory, session):
+        """Pool, set pending or unlink ``path``: the directory's scan if it took one, else None."""
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
-            return
+            return None
         try:
             st = os.fstat(fd)
         except OSError:
             os.close(fd)
             self._unlink(path)
-            return
+            return None
         if session is None or st.st_nlink != 1:
             os.close(fd)
             try:
                 os.unlink(path)             # another name will still be read: the pages stay as they are
             except OSError:
                 pass
-            return
+            return None
         files = self._scan(directory, session)
         try:
             if try_lock(fd):
                 self._pool(path, directory, session, os.fstat(fd), files)   # (links counted under the lock)
             elif len(files["pend"]) < MAX_PENDING:
-                os.rename(path, os.path.join(directory, _pool_name(session, "pend", st)))
+                pending = _pool_name(session, "pend", st)
+                os.rename(path, os.path.join(directory, pending))
+                files["pend"].append((st.st_size, st.st_ino, pending))
             else:
                 self._unlink(path)
         except OSError:
             self._unlink(path)
         finally:
             os.close(fd)
-        if files["pend"]:
-            self._settle_pending(directory, session, files)
-        self._decay(directory, files)
+        return files
 
     def _pool(self, path, directory, session, st, files):
         """``path`` (locked by us, one name) joins the pool, making room by dropping its oldest files."""
@@ -310,9 +333,31 @@ class SegmentPool:
         self._last_decay = now
         self._drop_pooled(directory, files, lambda age, freed: age > POOL_IDLE_SECONDS)
 
+    def unviewed(self, ino):
+        """This process no longer views the file of inode ``ino`` (core.segments.ReadMaps): if it waits under
+        a pending name, the next release tries to pool it."""
+        if len(self._unviewed) >= 4 * MAX_PENDING:
+            # (a process that views many files and releases none): bounded, and the next settle tries all
+            self._unviewed = set()
+            self._last_settle = 0.0
+        self._unviewed.add(ino)
+
     def _settle_pending(self, directory, session, files):
-        """Pending files nobody maps any more join the pool (or go, if it is full)."""
-        for _, _, name in files["pend"]:
+        """Pending files nobody maps any more join the pool (or go, if it is full).
+
+        Trying one costs an open, a lock and a close: every pending file is tried only every
+        ``SETTLE_SECONDS`` (a worker may be the one that let go), and in between only the files this
+        process was seen to stop viewing, the usual case (the script held the last round's value while
+        its ref was dropped): trying all 32 on every release cost ~200 us per object."""
+        now = time.monotonic()
+        if now - self._last_settle >= SETTLE_SECONDS:
+            self._last_settle = now
+            self._unviewed = set()
+            pending = files["pend"]
+        else:
+            unviewed, self._unviewed = self._unviewed, set()
+            pending = [f for f in files["pend"] if f[1] in unviewed]
+        for _, _, name in pending:
             path = os.path.join(directory, name)
             try:
                 fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -462,6 +507,7 @@ class ReadMaps:
             m.users -= 1
             if m.users:
                 return
+            segment_pool.unviewed(m.ino[1])
             if m.cached and _has_name(m.fd):
                 try:
                     fcntl.flock(m.fd, fcntl.LOCK_UN)

@@ -49,6 +49,7 @@ exists.
 
 import asyncio
 import collections
+import copyreg
 import os
 import pickle
 import struct
@@ -327,7 +328,10 @@ def serialize(value, bint is_error=False):
     if how == NOT_PLAIN:
         return serialization.serialize(value, is_error=is_error)
     # No ObjectRef in _PLAIN: nothing nested to note, so no contained-ref bookkeeping either.
-    inband, raws = _pickle_plain(value, how)
+    try:
+        inband, raws = _pickle_plain(value, how)
+    except Exception:  # noqa: BLE001 - (a registered serializer's function only cloudpickle can send)
+        return serialization.serialize(value, is_error=is_error)
     if not raws:
         return Packed(inband)
     return serialization.Serialized(inband, raws, [])
@@ -1684,12 +1688,14 @@ _numpy_scalar_types = None
 
 cdef object _scalar_key(list literals):
     """A key equal for two literal lists only if they pickle alike (exact types; floats and numpy scalars
-    by their bytes, so 0.0 and -0.0 differ), or None if some literal is not such a scalar."""
+    by their bytes, so 0.0 and -0.0 differ), or None if some literal is not such a scalar (ints past 64
+    bits and long strings too: the packs kept stay small)."""
     global _numpy_scalar_types
     key = []
     for v in literals:
         t = type(v)
-        if t is int or t is bool or v is None or (t is str and len(<str>v) <= _SHORT_STR):
+        if t is bool or v is None or (t is str and len(<str>v) <= _SHORT_STR) or \
+                (t is int and v.bit_length() <= 64):
             key.append((t, v))
         elif t is float:
             key.append((t, _DOUBLE.pack(v)))
@@ -1701,8 +1707,8 @@ cdef object _scalar_key(list literals):
                 # numpy's own numeric scalar types only: a subclass may carry more than its bytes
                 _numpy_scalar_types = frozenset(t for t in set(np.sctypeDict.values())
                                                 if np.dtype(t).kind in "biufc")
-            if t not in _numpy_scalar_types:
-                return None
+            if t not in _numpy_scalar_types or t in copyreg.dispatch_table:
+                return None              # (one with a serializer the script registered pickles its own way)
             key.append((t, v.tobytes()))
     return tuple(key)
 

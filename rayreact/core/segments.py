@@ -274,9 +274,7 @@ class SegmentPool:
             if try_lock(fd):
                 self._pool(path, directory, session, os.fstat(fd), files)   # (links counted under the lock)
             elif len(files["pend"]) < MAX_PENDING:
-                pending = _pool_name(session, "pend", st)
-                os.rename(path, os.path.join(directory, pending))
-                files["pend"].append((st.st_size, st.st_ino, pending))
+                os.rename(path, os.path.join(directory, _pool_name(session, "pend", st)))
             else:
                 self._unlink(path)
         except OSError:
@@ -507,18 +505,19 @@ class ReadMaps:
             m.users -= 1
             if m.users:
                 return
-            segment_pool.unviewed(m.ino[1])
-            if m.cached and _has_name(m.fd):
-                try:
-                    fcntl.flock(m.fd, fcntl.LOCK_UN)
-                except OSError:
-                    pass
-                self._trim()
-                return
-            if m.cached:
-                self._evict(m)       # its file is gone: keeping the mapping would only pin its memory
-            else:
-                m.close()
+            try:
+                if m.cached and _has_name(m.fd):
+                    try:
+                        fcntl.flock(m.fd, fcntl.LOCK_UN)
+                    except OSError:
+                        pass
+                    self._trim()
+                elif m.cached:
+                    self._evict(m)       # its file is gone: keeping the mapping would only pin its memory
+                else:
+                    m.close()
+            finally:
+                segment_pool.unviewed(m.ino[1])      # (once unlocked: a settle may pool it now)
 
     def _evict(self, m):
         del self._maps[m.ino]

@@ -289,7 +289,14 @@ def serialize(value, *, is_error=False) -> Serialized:
             inband = _cloudpickle_dumps(value, buffers.append)
             raws = _raw_buffers(buffers)
         else:
-            inband, raws = pickle_plain(value, simplicity)
+            try:
+                inband, raws = pickle_plain(value, simplicity)
+            except Exception:  # noqa: BLE001 - cloudpickle below says what, if anything, cannot be pickled
+                # A serializer registered for a plain type (ray.util.register_serializer) that pickles a
+                # function defined in the script: only cloudpickle can send that by value.
+                buffers = []
+                inband = _cloudpickle_dumps(value, buffers.append)
+                raws = _raw_buffers(buffers)
     except Exception as exc:
         raise SerializationError(_describe_unpicklable(value, exc)) from exc
     finally:

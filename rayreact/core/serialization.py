@@ -284,19 +284,18 @@ def serialize(value, *, is_error=False) -> Serialized:
     stack.append([])
     try:
         simplicity = _simplicity(value)
-        if simplicity == NOT_SIMPLE:
-            buffers = []
-            inband = _cloudpickle_dumps(value, buffers.append)
-            raws = _raw_buffers(buffers)
-        else:
+        inband = None
+        if simplicity != NOT_SIMPLE:
             try:
                 inband, raws = pickle_plain(value, simplicity)
             except Exception:  # noqa: BLE001 - cloudpickle below says what, if anything, cannot be pickled
                 # A serializer registered for a plain type (ray.util.register_serializer) that pickles a
                 # function defined in the script: only cloudpickle can send that by value.
-                buffers = []
-                inband = _cloudpickle_dumps(value, buffers.append)
-                raws = _raw_buffers(buffers)
+                inband = None
+        if inband is None:
+            buffers = []
+            inband = _cloudpickle_dumps(value, buffers.append)
+            raws = _raw_buffers(buffers)
     except Exception as exc:
         raise SerializationError(_describe_unpicklable(value, exc)) from exc
     finally:

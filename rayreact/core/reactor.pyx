@@ -121,6 +121,10 @@ _token_header_unpack = TOKEN_HEADER.unpack_from
 _invoke_header_unpack = INVOKE_HEADER.unpack_from
 
 
+cdef inline object _invoke_payload(bytes frame):
+    return memoryview(frame)[INVOKE_HEADER.size:]
+
+
 def token_frame(int conn, int64_t index, int flags, payload):
     """One TOKEN frame; ``payload`` is a pack (bytes) or, for ``F_SEGMENT``, a link path."""
     if flags & F_SEGMENT:
@@ -819,7 +823,7 @@ cdef class WorkerReactor:
                 if item[0] == AGE:
                     self._age(item[1])
                     continue
-                self._react(item[1], item[2], item[3])
+                self._react(item[1], item[2], _invoke_payload(item[3]))
         finally:
             self._close()
 
@@ -875,7 +879,10 @@ cdef class WorkerReactor:
                     self._store(frame)
                 elif kind == INVOKE:
                     index, how = _invoke_header_unpack(frame, 0)[1:]
-                    self.invocations.append((INVOKE, index, how, memoryview(frame)[INVOKE_HEADER.size:]))
+                    # The frame itself, not a view of it: a tuple of ints and bytes leaves the cycle collector's
+                    # care at its first pass, where a script that runs ahead of its workers would have it walk
+                    # every queued view at each full collection.
+                    self.invocations.append((INVOKE, index, how, frame))
                 elif kind == STOP:
                     self.invocations.append((STOP, parse_control(frame)))
                     self.stopping = True
@@ -1301,7 +1308,7 @@ cdef class WorkerReactor:
                 if not self.exiting and not self._ready(item[1], item[2], item[3]):
                     break
                 self.invocations.popleft()
-                self._react(item[1], item[2], item[3])
+                self._react(item[1], item[2], _invoke_payload(item[3]))
             elif item[0] == STOP:
                 self.invocations.popleft()
                 self._hand_over(item[1])
@@ -1316,7 +1323,7 @@ cdef class WorkerReactor:
             self.finished = True
         return progressed
 
-    cdef bint _ready(self, int64_t index, int how, payload) except *:
+    cdef bint _ready(self, int64_t index, int how, bytes frame) except *:
         """Whether every token invocation ``index`` reads is here (or will never come: its writer died)."""
         cdef Step step = <Step>self.reactions[(index - self.start) % self.period]
         cdef int64_t kind
@@ -1331,7 +1338,8 @@ cdef class WorkerReactor:
                     return False
         if how == INVOKE_WITH_REFS:
             if self.lent_of is None or self.lent_of[0] != index:
-                self.lent_of = (index, _pickle_loads(payload)[3])     # (asked again each round until ready)
+                # (asked again each round until ready)
+                self.lent_of = (index, _pickle_loads(_invoke_payload(frame))[3])
             for oid, conn, producer in self.lent_of[1]:
                 if (conn, producer) not in self.buf and self.writers.get(conn) not in dead:
                     return False

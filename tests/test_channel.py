@@ -33,6 +33,21 @@ def test_full_ring_refuses_without_writing(tmp_path):
     ring.close()
 
 
+def test_a_stalled_reader_is_not_woken_for_each_frame_but_reads_them_all(tmp_path):
+    path = str(tmp_path / "ring")
+    writer, reader = channel.Ring(path, 1 << 12, True), channel.Ring(path)
+    assert writer.wake_wanted()
+    reader.set_stalled(True)          # it waits for another ring's frames: these can wait until then
+    for i in range(5):
+        assert writer.try_write(bytes([i]))
+        assert not writer.wake_wanted()
+    reader.set_stalled(False)
+    assert writer.wake_wanted()
+    assert reader.read_all() == [bytes([i]) for i in range(5)]
+    writer.close()
+    reader.close()
+
+
 def test_a_list_of_buffers_is_written_as_one_frame(tmp_path):
     # A scatter write: the parts land one after another in the ring, wrapping around its end like any frame.
     ring = channel.Ring(str(tmp_path / "ring"), 1 << 10, True)

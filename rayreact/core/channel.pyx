@@ -69,6 +69,7 @@ DEF OFF_CAP = 128           # u64 capacity in bytes (power of two)
 DEF OFF_SPACE_SEQ = 192     # u32 futex word: bumped by the reader after it frees space
 DEF OFF_WRITER_WAITS = 196  # u32: the writer sleeps on SPACE_SEQ
 DEF OFF_CLOSED = 256        # u32: set when either side declares the ring dead
+DEF OFF_READER_STALLED = 320  # u32: the reader waits for frames of other rings; a writer may skip its ring
 DEF HEADER = 512
 
 # Doorbell layout.
@@ -441,6 +442,7 @@ cdef class Ring:
     cdef uint32_t* space_seq
     cdef uint32_t* writer_waits
     cdef uint32_t* closed
+    cdef uint32_t* reader_stalled
     cdef char* data
     cdef public Doorbell reader_bell   # rung after each write (the consumer's doorbell)
     cdef public Doorbell writer_bell   # rung when the reader frees space while the writer waits
@@ -464,6 +466,7 @@ cdef class Ring:
         self.space_seq = <uint32_t*>(b + OFF_SPACE_SEQ)
         self.writer_waits = <uint32_t*>(b + OFF_WRITER_WAITS)
         self.closed = <uint32_t*>(b + OFF_CLOSED)
+        self.reader_stalled = <uint32_t*>(b + OFF_READER_STALLED)
         self.data = b + HEADER
         self.reader_bell = None
         self.writer_bell = None
@@ -502,6 +505,22 @@ cdef class Ring:
 
     def readable(self):
         return load_u64(self.tail) != load_u64(self.head)
+
+    def set_stalled(self, bint stalled):
+        """(Reader) whether a frame here would let it go on now.  While stalled (it waits for frames of its
+        other rings), a writer that asks ``wake_wanted`` need not wake it for each frame it writes here: the
+        reader reads them when one of those comes.  Unstalling is fenced: a frame written after it is woken
+        for, one before it is seen by the reader's next look at the ring."""
+        if stalled:
+            store_u32(self.reader_stalled, 1)
+        elif load_u32(self.reader_stalled):
+            store_u32(self.reader_stalled, 0)
+            full_fence()
+
+    def wake_wanted(self):
+        """(Writer, after a write) whether to ring the reader's doorbell for it."""
+        full_fence()
+        return load_u32(self.reader_stalled) == 0
 
     def pending_bytes(self):
         return load_u64(self.tail) - load_u64(self.head)

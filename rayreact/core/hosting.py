@@ -148,17 +148,6 @@ def _named_like(fn, module, name, original):
     return fn
 
 
-def _torch_state():
-    torch = sys.modules.get("torch")
-    return torch.get_rng_state() if torch is not None and hasattr(torch, "get_rng_state") else None
-
-
-def _set_torch_state(state):
-    torch = sys.modules.get("torch")
-    if torch is not None and hasattr(torch, "set_rng_state"):
-        # (None: the guest has not drawn yet, or torch came since: a new process's default seed)
-        torch.set_rng_state(state if state is not None else torch.Generator().get_state())
-
 
 class Baton:
     """Held by the guest whose user code runs; torch's default generator is the holder's while it holds it."""
@@ -169,15 +158,20 @@ class Baton:
         self._owner = None               # the thread that took the baton for it
         self._torch_of = None            # the guest whose state torch's default generator has now
         self._saved = {}                 # guest -> its torch generator state
+        self._torch = None               # (torch's default generator, a new process's state) once imported
 
     def take(self, guest):
         self._lock.acquire()
         try:
             if self._torch_of is not guest:
-                if self._torch_of is not None:
-                    self._saved[self._torch_of] = _torch_state()
-                self._torch_of = None
-                _set_torch_state(self._saved.pop(guest, None))
+                torch = self._torch or self._find_torch()
+                if torch is not None:
+                    generator, fresh = torch
+                    if self._torch_of is not None:
+                        self._saved[self._torch_of] = generator.get_state()
+                    self._torch_of = None
+                    # (none saved: the guest has not drawn yet, or torch came since: a new process's state)
+                    generator.set_state(self._saved.pop(guest, fresh))
                 self._torch_of = guest
         except BaseException:
             self._lock.release()
@@ -188,6 +182,14 @@ class Baton:
     def give(self):
         self.holder = self._owner = None
         self._lock.release()
+
+    def _find_torch(self):
+        torch = sys.modules.get("torch")
+        generator = getattr(torch, "default_generator", None)
+        if generator is None or not hasattr(generator, "set_state"):
+            return None
+        self._torch = (generator, torch.Generator().get_state())
+        return self._torch
 
     def forget(self, guest):
         """``guest`` ended: its state is kept no more."""

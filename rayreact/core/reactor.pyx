@@ -682,6 +682,7 @@ cdef class WorkerReactor:
     cdef object worker
     cdef object program
     cdef object inbox
+    cdef bint inbox_stalled          # told the driver not to ring for invocations: we wait for tokens
     cdef object to_driver
     cdef list in_rings
     cdef list out_rings
@@ -961,6 +962,8 @@ cdef class WorkerReactor:
         while True:
             tok = (self.consts if const else self.buf).get(key)
             if tok is not None:
+                if self.inbox_stalled:
+                    self._stall_inbox(False)
                 return tok
             writer = self.writers.get(conn)
             if writer in self.dead:
@@ -970,7 +973,15 @@ cdef class WorkerReactor:
                 return Token(F_ERROR, serialization.serialize(exceptions.RaySystemError(
                     "worker exiting"), is_error=True).pack())
             if not self._drain():
+                self._stall_inbox(True)
                 self._wait()
+
+    cdef void _stall_inbox(self, bint stalled) except *:
+        """Whether the next invocation is of no use before tokens come: then the driver writes invocations
+        without waking us for each (a script running ahead of its workers woke them for every call)."""
+        if stalled != self.inbox_stalled:
+            self.inbox_stalled = stalled
+            self.inbox.set_stalled(stalled)
 
     # ------------------------------------------------------------------ one reaction
     cdef void _react(self, int64_t index, int how, payload) except *:
@@ -1298,6 +1309,7 @@ cdef class WorkerReactor:
         """Run what can run now without waiting (a hosted reactor): whether anything happened.  Sets
         ``finished`` once the run is over for this worker."""
         cdef bint progressed
+        cdef bint blocked = False
         cdef object item
         if self.awaiting_ack:
             return self._ack_step()
@@ -1306,11 +1318,13 @@ cdef class WorkerReactor:
             item = self.invocations[0]
             if item[0] == INVOKE:
                 if not self.exiting and not self._ready(item[1], item[2], item[3]):
+                    blocked = True
                     break
                 self.invocations.popleft()
                 self._react(item[1], item[2], _invoke_payload(item[3]))
             elif item[0] == STOP:
                 self.invocations.popleft()
+                self._stall_inbox(False)
                 self._hand_over(item[1])
                 self.awaiting_ack = True
                 self._ack_step()
@@ -1319,6 +1333,7 @@ cdef class WorkerReactor:
                 self.invocations.popleft()
                 self._age(item[1])
             progressed = True
+        self._stall_inbox(blocked)
         if self.exiting:
             self.finished = True
         return progressed
@@ -1990,7 +2005,7 @@ cdef class DriverPath:
                 values = tuple([v._id if fed else v for v, fed in zip(values, op.worker_fed)])
             inflight.append((idx, frame, values))
         self.idx = idx + 1
-        self.write(link, frame)
+        self._write_invoke(link, frame)
         windows = self.windows
         window = windows[len(windows) - 1][1]
         outputs = op.outputs
@@ -2198,6 +2213,16 @@ cdef class DriverPath:
         if old is not None:
             (<Token>old).free()
         self.cache[key] = tok
+
+    cdef bint _write_invoke(self, link, frame) except *:
+        """``write`` for an INVOKE frame: its reader is woken only if it waits for invocations (a reader
+        waiting for tokens reads it when they come: ``Ring.set_stalled``)."""
+        ring = link.inbox
+        if ring.try_write(frame):
+            if ring.wake_wanted():
+                link.bell.ring()
+            return True
+        return self.write(link, frame)
 
     cpdef bint write(self, link, frame) except *:
         """Write to a worker's inbox; while it is full, keep reading our own rings (no cycle can block)."""

@@ -15,7 +15,10 @@ by advancing ``tail`` after copying, so a writer killed mid-frame leaves nothing
 visible.  Waiting is spin-then-block: a short spin with the GIL released (the
 reply to an actor call usually arrives within microseconds), then a futex wait
 with a timeout so callers can check peer liveness.  Nothing here ever spins
-unboundedly.
+unboundedly.  A reader that can do nothing with a ring's frames until another
+ring's come (a replayed reaction waiting for its inputs) marks it *stalled*; a
+writer that asks (``wake_wanted``) then skips the ring, and the frames wait for
+the reader's next look.
 
 The doorbell has two wake targets.  A thread that is actively waiting for
 results (``get``/``wait`` in the driver, the main loop of a worker) registers as

@@ -22,12 +22,16 @@ from .replay_ops import DEOPT, TASK_CALLER, Refused
 
 RING_CAPACITY = 1 << 20
 # The longest spins before sleeping (channel.spin_now() cuts them to a few microseconds while the awake
-# processes outnumber the cores).  A replaying worker waits for tokens a peer on the other core is about to
-# write: spinning through a reaction or two there saves the futex wake its writer pays and the cold start
-# after the sleep (co-located marl_chain: 1,390-1,560 steps/s at 50 us, 1,660-1,680 at 300 us); spinning
-# stops paying, and stops (channel.Poller's adaptive spin), where its tokens come later than that.
+# processes outnumber the cores).  A host process's stepping thread waits for tokens a peer host on the other
+# core is about to write: spinning through a reaction or two there saves the futex wake its writer pays and
+# the cold start after the sleep (co-located marl_chain: 1,390-1,560 steps/s at 50 us, 1,660-1,680 at
+# 300 us); spinning stops paying, and stops (channel.Poller's adaptive spin), where its tokens come later.
+# A process per actor spins briefly: with a dozen of them on two cores, the count of awake ones dips under
+# the cores often enough that long spins take the cores from the ones at work (marl_chain: 855 against
+# 690 steps/s).
 DRIVER_SPIN_SECONDS = 50e-6
-WORKER_SPIN_SECONDS = 300e-6
+WORKER_SPIN_SECONDS = 50e-6
+HOST_SPIN_SECONDS = 300e-6
 
 
 class Wiring:
@@ -132,13 +136,15 @@ class Wiring:
                 # that reads it, should the task's lent worker die (the driver may have dropped its own copy).
                 retain = "driver" not in rs or any(x in task_reactors for x in rs)
                 routes[cid] = (name in rs, tuple(out_index[x] for x in rs if x != name), retain)
+        host_bell = _stepping_bell(link.w)
         return run.ext.Program(
             plan=run.number, name=name, period=P, start=plan.start, steps=steps, routes=routes,
             writers=writers, in_rings=in_rings, out_rings=out_rings, out_readers=out_readers,
-            host_bell=_stepping_bell(link.w).path if _stepping_bell(link.w) is not None else None,
+            host_bell=host_bell.path if host_bell is not None else None,
             const_conns=frozenset(run.const_key),
             keep=keep + P, retain=(run.R + 1) * P, shm_prefix=f"{prefix}-w{link.w.index}",
-            timeline=link.timeline.path, spin=WORKER_SPIN_SECONDS, gather=run.gather.path,
+            timeline=link.timeline.path, gather=run.gather.path,
+            spin=HOST_SPIN_SECONDS if host_bell is not None else WORKER_SPIN_SECONDS,
             pool_limit=serialization.segment_pool.limit, dynamic_spin=run.rt.spin_seconds)
 
     def _rings_of(self, name, link, pair_path):

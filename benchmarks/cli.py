@@ -73,6 +73,8 @@ def main(argv=None):
     serial_by_workload = {}
     for number, (workload, backend, script_args) in enumerate(plan, 1):
         progress(f"[{number}/{len(plan)}] {workload.name} · {backend.label} ...")
+        if not args.quick:
+            runner.wait_for_quiet()          # (a figure, not just a check that it runs: measured on idle cores)
         result = runner.run_script(backend, workload.script, script_args, work_dir, f"{workload.name}-{backend.name}",
                                    args.timeout, verbose=args.verbose, progress=progress)
         status = "ok" if result.ok else f"FAILED ({result.error}); log: {result.log_path}"

@@ -20,6 +20,8 @@ from typing import Optional
 from benchmarks.backends import REPO_ROOT, Backend
 
 HEARTBEAT_S = 15
+QUIET_BUSY = 0.2          # a run starts once the machine's cores are this idle (the last run's processes gone)
+QUIET_WAIT_S = 20.0       # ... or after this long
 
 
 @dataclass
@@ -53,6 +55,28 @@ def _kill_tree(proc):
         except ProcessLookupError:
             pass
     proc.wait()
+
+
+def _cpu_times():
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return sum(fields), fields[3] + fields[4]          # total, idle + iowait
+
+
+def wait_for_quiet(window_s=0.3):
+    """Wait until the cores are nearly idle: Ray's processes outlive its script by a few seconds, and a run
+    started beside them measures them too.  Returns the seconds waited (no wait where /proc is missing)."""
+    start = time.monotonic()
+    while time.monotonic() - start < QUIET_WAIT_S:
+        try:
+            total0, idle0 = _cpu_times()
+            time.sleep(window_s)
+            total1, idle1 = _cpu_times()
+        except OSError:
+            break
+        if total1 > total0 and 1 - (idle1 - idle0) / (total1 - total0) <= QUIET_BUSY:
+            break
+    return time.monotonic() - start
 
 
 def run_script(backend: Backend, script, args, work_dir, tag, timeout_s, verbose=False, progress=None):

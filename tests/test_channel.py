@@ -36,16 +36,22 @@ def test_full_ring_refuses_without_writing(tmp_path):
 def test_a_stalled_reader_is_not_woken_for_each_frame_but_reads_them_all(tmp_path):
     path = str(tmp_path / "ring")
     writer, reader = channel.Ring(path, 1 << 12, True), channel.Ring(path)
+    bell = channel.Doorbell(str(tmp_path / "bell"), True)
+    poller = channel.Poller(bell)
+    poller.set_rings([reader])
     assert writer.wake_wanted()
     reader.set_stalled(True)          # it waits for another ring's frames: these can wait until then
     for i in range(5):
         assert writer.try_write(bytes([i]))
         assert not writer.wake_wanted()
+    assert not poller.wait(0.01)      # nor do they end its wait
     reader.set_stalled(False)
     assert writer.wake_wanted()
+    assert poller.wait(0.0)
     assert reader.read_all() == [bytes([i]) for i in range(5)]
     writer.close()
     reader.close()
+    bell.close()
 
 
 def test_a_list_of_buffers_is_written_as_one_frame(tmp_path):

@@ -16,9 +16,9 @@ visible.  Waiting is spin-then-block: a short spin with the GIL released (the
 reply to an actor call usually arrives within microseconds), then a futex wait
 with a timeout so callers can check peer liveness.  Nothing here ever spins
 unboundedly.  A reader that can do nothing with a ring's frames until another
-ring's come (a replayed reaction waiting for its inputs) marks it *stalled*; a
-writer that asks (``wake_wanted``) then skips the ring, and the frames wait for
-the reader's next look.
+ring's come (a replayed reaction waiting for its inputs) marks it *stalled*: a
+writer that asks (``wake_wanted``) then skips the doorbell, the reader's waits
+ignore the ring, and its frames wait for the reader's next look.
 
 The doorbell has two wake targets.  A thread that is actively waiting for
 results (``get``/``wait`` in the driver, the main loop of a worker) registers as
@@ -306,8 +306,10 @@ cdef class Poller:
     cdef int n
     cdef uint64_t** heads
     cdef uint64_t** tails
+    cdef uint32_t** stalls      # each ring's stalled word: its frames do not end a wait while it is set
     cdef bytes _heads_store
     cdef bytes _tails_store
+    cdef bytes _stalls_store
     cdef list _retired          # earlier (heads, tails, rings): a waiter may still read a pointer it took from them
     cdef double adaptive_spin   # learned: how long spinning has recently paid off
     cdef int since_probe        # waits since the last full-length spin
@@ -320,6 +322,7 @@ cdef class Poller:
         self.n = 0
         self._heads_store = b""
         self._tails_store = b""
+        self._stalls_store = b""
         self._retired = []
 
     def set_rings(self, rings):
@@ -334,21 +337,26 @@ cdef class Poller:
         cdef int n = len(rings)
         heads_store = PyBytes_FromStringAndSize(NULL, sizeof(uint64_t*) * max(n, 1))
         tails_store = PyBytes_FromStringAndSize(NULL, sizeof(uint64_t*) * max(n, 1))
+        stalls_store = PyBytes_FromStringAndSize(NULL, sizeof(uint32_t*) * max(n, 1))
         cdef uint64_t** heads = <uint64_t**>PyBytes_AS_STRING(heads_store)
         cdef uint64_t** tails = <uint64_t**>PyBytes_AS_STRING(tails_store)
+        cdef uint32_t** stalls = <uint32_t**>PyBytes_AS_STRING(stalls_store)
         cdef Ring r
         for i, r in enumerate(rings):
             heads[i] = r.head
             tails[i] = r.tail
+            stalls[i] = r.reader_stalled
         if n < self.n:
             self.n = n
             full_fence()
-        self._retired.append((self._heads_store, self._tails_store, self.rings))
+        self._retired.append((self._heads_store, self._tails_store, self._stalls_store, self.rings))
         if len(self._retired) > 64:
             del self._retired[0]
-        self._heads_store, self._tails_store, self.rings = heads_store, tails_store, rings
+        self._heads_store, self._tails_store, self._stalls_store = heads_store, tails_store, stalls_store
+        self.rings = rings
         self.heads = heads
         self.tails = tails
+        self.stalls = stalls
         full_fence()
         self.n = n
 
@@ -358,9 +366,10 @@ cdef class Poller:
         return [i for i in range(self.n) if load_u64(self.tails[i]) != load_u64(self.heads[i])]
 
     cdef inline bint _any_ready(self) nogil:
+        """Whether a ring holds a frame its reader can use now (a stalled one's wait: ``Ring.set_stalled``)."""
         cdef int i
         for i in range(self.n):
-            if load_u64(self.tails[i]) != load_u64(self.heads[i]):
+            if load_u64(self.tails[i]) != load_u64(self.heads[i]) and load_u32(self.stalls[i]) == 0:
                 return True
         return False
 
@@ -511,9 +520,10 @@ cdef class Ring:
 
     def set_stalled(self, bint stalled):
         """(Reader) whether a frame here would let it go on now.  While stalled (it waits for frames of its
-        other rings), a writer that asks ``wake_wanted`` need not wake it for each frame it writes here: the
-        reader reads them when one of those comes.  Unstalling is fenced: a frame written after it is woken
-        for, one before it is seen by the reader's next look at the ring."""
+        other rings), a writer that asks ``wake_wanted`` need not wake it for each frame it writes here, and
+        those frames do not end the reader's waits (``Poller``): it reads them when one of the others comes.
+        Unstalling is fenced: a frame written after it is woken for, one before it is seen by the reader's
+        next look at the ring."""
         if stalled:
             store_u32(self.reader_stalled, 1)
         elif load_u32(self.reader_stalled):

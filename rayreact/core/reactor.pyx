@@ -968,8 +968,10 @@ cdef class WorkerReactor:
             writer = self.writers.get(conn)
             if writer in self.dead:
                 # Its frames were all read before its DEAD notice: this one will never come.
+                self._stall_inbox(False)
                 return Token(F_ERROR, self.dead[writer])
             if self.exiting:
+                self._stall_inbox(False)
                 return Token(F_ERROR, serialization.serialize(exceptions.RaySystemError(
                     "worker exiting"), is_error=True).pack())
             if not self._drain():
@@ -2231,6 +2233,7 @@ cdef class DriverPath:
             link.bell.ring()
             return True
         ring.want_space(True)
+        link.bell.ring()        # (a reader stalled for tokens was not woken for what fills its ring: it reads now)
         try:
             while not ring.try_write(frame):
                 if link.dead or link.w.dead:

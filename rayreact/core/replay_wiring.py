@@ -26,6 +26,7 @@ RING_CAPACITY = 1 << 20
 # core is about to write: spinning through a reaction or two there saves the futex wake its writer pays and
 # the cold start after the sleep (co-located marl_chain: 1,390-1,560 steps/s at 50 us, 1,660-1,680 at
 # 300 us); spinning stops paying, and stops (channel.Poller's adaptive spin), where its tokens come later.
+# (The setting is the host process's: its guests' own threads, which wait on their doorbells, spin as long.)
 # A process per actor spins briefly: with a dozen of them on two cores, the count of awake ones dips under
 # the cores often enough that long spins take the cores from the ones at work (marl_chain: 855 against
 # 690 steps/s).

@@ -91,6 +91,7 @@ def main():
     # What is imported now lives as long as every worker: out of the cycle collector's sight, a worker's
     # full collections neither walk it (torch alone is some 10^5 objects) nor, by writing its headers,
     # copy every page of it out of the zygote's memory (a stall of 0.1-0.3 s the first time).
+    gc.collect()                    # (garbage of the imports is not kept for good)
     gc.freeze()
     zygote = _Zygote(config, channel, wire, worker)
     zygote.serve()

@@ -962,8 +962,7 @@ cdef class WorkerReactor:
         while True:
             tok = (self.consts if const else self.buf).get(key)
             if tok is not None:
-                if self.inbox_stalled:
-                    self._stall_inbox(False)
+                self._stall_inbox(False)
                 return tok
             writer = self.writers.get(conn)
             if writer in self.dead:
@@ -2007,7 +2006,7 @@ cdef class DriverPath:
                 values = tuple([v._id if fed else v for v, fed in zip(values, op.worker_fed)])
             inflight.append((idx, frame, values))
         self.idx = idx + 1
-        self._write_invoke(link, frame)
+        self.write(link, frame, True)
         windows = self.windows
         window = windows[len(windows) - 1][1]
         outputs = op.outputs
@@ -2216,21 +2215,14 @@ cdef class DriverPath:
             (<Token>old).free()
         self.cache[key] = tok
 
-    cdef bint _write_invoke(self, link, frame) except *:
-        """``write`` for an INVOKE frame: its reader is woken only if it waits for invocations (a reader
-        waiting for tokens reads it when they come: ``Ring.set_stalled``)."""
+    cpdef bint write(self, link, frame, bint invocation=False) except *:
+        """Write to a worker's inbox; while it is full, keep reading our own rings (no cycle can block).  An
+        ``invocation`` wakes its reader only if it waits for invocations (one waiting for tokens reads it when
+        they come: ``Ring.set_stalled``)."""
         ring = link.inbox
         if ring.try_write(frame):
-            if ring.wake_wanted():
+            if not invocation or ring.wake_wanted():
                 link.bell.ring()
-            return True
-        return self.write(link, frame)
-
-    cpdef bint write(self, link, frame) except *:
-        """Write to a worker's inbox; while it is full, keep reading our own rings (no cycle can block)."""
-        ring = link.inbox
-        if ring.try_write(frame):
-            link.bell.ring()
             return True
         ring.want_space(True)
         link.bell.ring()        # (a reader stalled for tokens was not woken for what fills its ring: it reads now)

@@ -141,6 +141,36 @@ def test_idle_workers_are_not_counted_awake(rayreact_session):
     wait_until(lambda: channel.awake_processes() == 1, timeout=10)
 
 
+def _counted_awake_by_whoever_wakes_it(ray, sleep, wake):
+    # The process is counted awake again from the moment it is woken (it wants a core from then on), by the
+    # waker, and only once: the sleeper does not count itself again when it runs.
+    wait_until(lambda: channel.awake_processes() == 1, timeout=10)
+    sleeper = threading.Thread(target=sleep)
+    sleeper.start()
+    wait_until(lambda: channel.awake_processes() == 0, timeout=10)    # (this process' only waiter sleeps)
+    wake()
+    assert channel.awake_processes() == 1
+    sleeper.join(10)
+    assert not sleeper.is_alive()
+    assert channel.awake_processes() == 1
+
+
+def test_a_sleeper_rung_awake_is_counted_once_from_the_ring(rayreact_session, tmp_path):
+    bell = channel.Doorbell(str(tmp_path / "bell"), True)
+    bell.enter_active()
+    poller = channel.Poller(bell)
+    _counted_awake_by_whoever_wakes_it(rayreact_session, lambda: poller.wait(10), bell.ring)
+    bell.leave_active()
+    bell.close()
+
+
+def test_the_driver_asleep_in_a_gather_is_not_awake_until_its_results_come(rayreact_session, tmp_path):
+    from rayreact.core import reactor
+    gather = reactor.Gather(str(tmp_path / "gather"), True)
+    _counted_awake_by_whoever_wakes_it(rayreact_session, lambda: gather.wait(1, 10), gather.bump)
+    gather.close()
+
+
 def test_a_worker_killed_while_awake_is_taken_off_the_count(rayreact_session):
     ray = rayreact_session
 

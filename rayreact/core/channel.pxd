@@ -7,3 +7,8 @@ cdef class _Mapped:
     cdef size_t length
     cdef bint detached
     cdef readonly str path
+
+
+cdef void leave_awake() noexcept nogil
+cdef void rejoin_awake() noexcept nogil
+cdef bint crowded() noexcept nogil

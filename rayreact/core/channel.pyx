@@ -30,7 +30,10 @@ which saves a thread switch on every call.
 How long to spin depends on whether a core is free.  The driver's doorbell page
 holds one more word, *awake*: how many of the session's processes are not asleep
 on their doorbell (each worker adds itself when it starts, takes itself off while
-it sleeps, and the driver takes off a worker that died awake).  While at most one
+it sleeps, and the driver takes off a worker that died awake; the driver asleep
+in a replayed get is off it too).  A producer that wakes a sleeper counts it
+awake at once, since it wants a core from then on, not from when it first runs
+(the *wake counted* word, so that it is counted once).  While at most one
 process per core is awake, a waiter spins long (the reply is coming from a
 process that has a core to itself); once more are awake, it spins only briefly,
 since spinning would take the core from a process doing real work.
@@ -57,6 +60,7 @@ cdef extern from "channel_sync.h" nogil:
     void store_u32(uint32_t* p, uint32_t v)
     uint32_t add_u32(uint32_t* p, uint32_t v)
     uint32_t sub_u32(uint32_t* p, uint32_t v)
+    uint32_t xchg_u32(uint32_t* p, uint32_t v)
     void full_fence()
     void cpu_relax()
     int futex_wait(uint32_t* addr, uint32_t expected, double timeout_s)
@@ -79,6 +83,7 @@ DEF HEADER = 512
 DEF DB_SEQ = 0
 DEF DB_SLEEPERS = 4
 DEF DB_ACTIVE = 8
+DEF DB_WAKE_COUNTED = 12    # u32: a ringer counted this process awake for the sleeper it woke (see _ring)
 DEF DB_AWAKE = 96           # u32, in the driver's doorbell only: the session's processes not asleep
 DEF DB_STORE_USED = 104     # u64, in the driver's doorbell only: bytes of objects in shared memory (driver writes)
 DEF DB_INTERRUPTS = 112     # u32, in a worker's doorbell: SIGINTs its task code has taken (cancel)
@@ -152,6 +157,23 @@ def spin_now():
     return spin_budget()
 
 
+cdef void leave_awake() noexcept nogil:
+    """This process sleeps outside a Poller (the driver in a replayed get): it is not awake."""
+    if AWAKE != NULL:
+        sub_u32(AWAKE, 1)
+
+
+cdef void rejoin_awake() noexcept nogil:
+    """It woke, or a producer woke it (leave_awake's other half)."""
+    if AWAKE != NULL:
+        add_u32(AWAKE, 1)
+
+
+cdef bint crowded() noexcept nogil:
+    """More of the session's processes are awake than there are cores."""
+    return AWAKE != NULL and load_u32(AWAKE) > CORES
+
+
 cdef inline double spin_budget() nogil:
     if AWAKE != NULL and load_u32(AWAKE) > CORES and SPIN_SECONDS > SPIN_CROWDED_SECONDS:
         return SPIN_CROWDED_SECONDS
@@ -214,6 +236,7 @@ cdef class Doorbell:
     cdef uint32_t* seq
     cdef uint32_t* sleepers
     cdef uint32_t* active
+    cdef uint32_t* wake_counted
     cdef uint32_t* bg_seq
     cdef uint32_t* bg_sleepers
 
@@ -223,6 +246,7 @@ cdef class Doorbell:
         self.seq = <uint32_t*>(b + DB_SEQ)
         self.sleepers = <uint32_t*>(b + DB_SLEEPERS)
         self.active = <uint32_t*>(b + DB_ACTIVE)
+        self.wake_counted = <uint32_t*>(b + DB_WAKE_COUNTED)
         self.bg_seq = <uint32_t*>(b + DB_BG_SEQ)
         self.bg_sleepers = <uint32_t*>(b + DB_BG_SLEEPERS)
 
@@ -235,6 +259,9 @@ cdef class Doorbell:
         if load_u32(self.active) > 0:
             add_u32(self.seq, 1)
             if load_u32(self.sleepers) > 0:
+                # The sleeper wants a core from now on, not from when it runs: count it awake here, once.
+                if AWAKE != NULL and xchg_u32(self.wake_counted, 1) == 0:
+                    add_u32(AWAKE, 1)
                 futex_wake_all(self.seq)
         else:
             add_u32(self.bg_seq, 1)
@@ -421,6 +448,8 @@ cdef class Poller:
             if not ready and not rung:
                 if add_u32(sleepers, 1) == 1 and AWAKE != NULL and not background:
                     sub_u32(AWAKE, 1)
+                    if xchg_u32(self.bell.wake_counted, 0) == 1:
+                        sub_u32(AWAKE, 1)       # (a ring counted us after we had woken already)
                 full_fence()
                 seen = load_u32(word) if since < 0 or background else <uint32_t>since
                 if self._any_ready():
@@ -432,7 +461,8 @@ cdef class Poller:
                     ready = self._any_ready()
                     slept = True
                 if sub_u32(sleepers, 1) == 0 and AWAKE != NULL and not background:
-                    add_u32(AWAKE, 1)
+                    if xchg_u32(self.bell.wake_counted, 0) == 0:
+                        add_u32(AWAKE, 1)       # (else the ring that woke us counted us)
             if not background:
                 now = monotonic_s()
                 if not slept or (ready and now - start <= SPIN_SECONDS):

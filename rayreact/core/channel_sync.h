@@ -16,6 +16,7 @@ static inline uint32_t load_u32(uint32_t *p) { return __atomic_load_n(p, __ATOMI
 static inline void store_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
 static inline uint32_t add_u32(uint32_t *p, uint32_t v) { return __atomic_add_fetch(p, v, __ATOMIC_SEQ_CST); }
 static inline uint32_t sub_u32(uint32_t *p, uint32_t v) { return __atomic_sub_fetch(p, v, __ATOMIC_SEQ_CST); }
+static inline uint32_t xchg_u32(uint32_t *p, uint32_t v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
 static inline void full_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
 static inline void cpu_relax(void) {

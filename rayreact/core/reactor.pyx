@@ -64,13 +64,14 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, 
 from .. import exceptions
 from . import channel, executor, ids, wire, refcount, replay_concurrent, serialization
 from .handoff import handoff
-from .channel cimport _Mapped
+from .channel cimport _Mapped, leave_awake, rejoin_awake, crowded
 from .classify cimport NOT_PLAIN, PLAIN_NUMPY, classify
 
 cdef extern from "channel_sync.h" nogil:
     uint32_t load_u32(uint32_t* p)
     void store_u32(uint32_t* p, uint32_t v)
     uint32_t add_u32(uint32_t* p, uint32_t v)
+    uint32_t xchg_u32(uint32_t* p, uint32_t v)
     void full_fence()
     void cpu_relax()
     int futex_wait(uint32_t* addr, uint32_t expected, double timeout_s)
@@ -352,7 +353,8 @@ cdef class Gather:
     cdef uint32_t* arrived
     cdef uint32_t* target
     cdef uint32_t* sleeping
-    cdef uint32_t spare[3]          # what the words point at once closed (a late bump must not touch the unmapped)
+    cdef uint32_t* wake_counted     # a writer counted the driver awake when it woke it
+    cdef uint32_t spare[4]          # what the words point at once closed (a late bump must not touch the unmapped)
     cdef readonly str path
 
     def __cinit__(self, str path, bint create=False):
@@ -362,11 +364,14 @@ cdef class Gather:
         self.arrived = <uint32_t*>base
         self.target = <uint32_t*>(base + 4)
         self.sleeping = <uint32_t*>(base + 8)
+        self.wake_counted = <uint32_t*>(base + 12)
 
     cdef inline void add(self) nogil:
         cdef uint32_t now = add_u32(self.arrived, 1)
         full_fence()
         if load_u32(self.sleeping) and <int32_t>(now - load_u32(self.target)) >= 0:
+            if xchg_u32(self.wake_counted, 1) == 0:
+                rejoin_awake()          # the driver wants a core from now on (channel.Doorbell counts so too)
             futex_wake_all(self.arrived)
 
     def bump(self):
@@ -392,7 +397,7 @@ cdef class Gather:
                 now = monotonic_s()
                 if now - start >= timeout_s:
                     break
-                if now - start < spin_s:
+                if now - start < spin_s and not crowded():
                     for k in range(32):
                         cpu_relax()
                     continue
@@ -402,8 +407,13 @@ cdef class Gather:
                 cur = load_u32(self.arrived)
                 interrupted = False
                 if <int32_t>(cur - target) < 0:
+                    leave_awake()
+                    if xchg_u32(self.wake_counted, 0) == 1:
+                        leave_awake()           # (a writer counted us after we had woken already)
                     interrupted = futex_wait(self.arrived, cur, min(timeout_s - (now - start), 0.5)) != 0 \
                         and errno == EINTR
+                    if xchg_u32(self.wake_counted, 0) == 0:
+                        rejoin_awake()          # (else the writer that woke us counted us)
                 store_u32(self.sleeping, 0)
                 if interrupted:         # a signal (Ctrl-C): the caller checks for it
                     break
@@ -411,9 +421,12 @@ cdef class Gather:
 
     def close(self):
         # A death noticed on the service thread may bump a gather that the handover thread is closing.
+        if xchg_u32(self.wake_counted, 0) == 1:
+            leave_awake()               # (a writer counted the driver awake after its last wait had ended)
         self.spare[0] = load_u32(self.arrived)
-        self.spare[1] = self.spare[2] = 0
+        self.spare[1] = self.spare[2] = self.spare[3] = 0
         self.arrived, self.target, self.sleeping = &self.spare[0], &self.spare[1], &self.spare[2]
+        self.wake_counted = &self.spare[3]
         self.mapped.close()
 
 

@@ -49,6 +49,9 @@ RAYREACT_COLOCATED = Backend("rayreact-colocated", "rayreact (co-located)", _RAY
                              {"RAYREACT_REACTOR": "1", "RAYREACT_COLOCATE": "1"}, reports_reactor=True)
 # The same script with no Ray at all (only scripts that support --serial), for baselines.
 SERIAL = Backend("serial", "no Ray, one process", (sys.executable,))
+# The same envs in a plain process per core, no runtime (scripts that support --spread N): the floor of a
+# lock-step round spread over the cores.
+SPREAD = Backend("spread", "no Ray, a plain process per core", (sys.executable,))
 
 ALL = {b.name: b for b in (RAY, RAYREACT, RAYREACT_NO_REACTOR, RAYREACT_COLOCATED)}
 

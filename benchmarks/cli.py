@@ -67,10 +67,14 @@ def main(argv=None):
         if workload.serial_args is not None:
             serial_args = workload.serial_quick_args if args.quick else workload.serial_args
             plan.append((workload, backends.SERIAL, serial_args))
+        if workload.spread_args is not None:
+            spread_args = workload.spread_quick_args if args.quick else workload.spread_args
+            plan.append((workload, backends.SPREAD, ["--spread", str(description["usable_cores"]), *spread_args]))
 
     started = time.perf_counter()
     results_by_workload = {w.name: {} for w in args.workloads}
     serial_by_workload = {}
+    spread_by_workload = {}
     for number, (workload, backend, script_args) in enumerate(plan, 1):
         progress(f"[{number}/{len(plan)}] {workload.name} · {backend.label} ...")
         if not args.quick:
@@ -81,6 +85,8 @@ def main(argv=None):
         progress(f"[{number}/{len(plan)}] {workload.name} · {backend.label}: {status}, {result.wall_s:.1f} s")
         if backend is backends.SERIAL:
             serial_by_workload[workload.name] = result
+        elif backend is backends.SPREAD:
+            spread_by_workload[workload.name] = result
         else:
             results_by_workload[workload.name][backend.name] = result
 
@@ -92,7 +98,7 @@ def main(argv=None):
         "machine": description,
         "backends": [{"name": b.name, "label": b.label} for b in args.backend_list],
         "workloads": [report.compare_workload(w, results_by_workload[w.name], serial_by_workload.get(w.name),
-                                              description["usable_cores"], reactor)
+                                              description["usable_cores"], reactor, spread_by_workload.get(w.name))
                       for w in args.workloads],
     }
     plot_files = plots.write_plots(results, out_dir)
@@ -104,5 +110,5 @@ def main(argv=None):
         print(f"- {note}")
     print(f"\nwrote {os.path.join(out_dir, 'results.md')}, results.json and {len(plot_files)} chart(s)")
     failed = [r for w in results_by_workload.values() for r in w.values() if not r.ok]
-    failed += [r for r in serial_by_workload.values() if not r.ok]
+    failed += [r for r in (*serial_by_workload.values(), *spread_by_workload.values()) if not r.ok]
     return 1 if failed else 0

@@ -22,8 +22,9 @@ def speedup(metric_higher_is_better, ray_value, value):
     return value / ray_value if metric_higher_is_better else ray_value / value
 
 
-def compare_workload(workload, runs, serial=None, cores=1, reactor_available=True):
-    """runs: {backend name: RunResult}. Returns the workload's entry of results.json."""
+def compare_workload(workload, runs, serial=None, cores=1, reactor_available=True, spread=None):
+    """runs: {backend name: RunResult}; serial, spread: the runs without Ray (one process; a process per
+    core), if any. Returns the workload's entry of results.json."""
     if not reactor_available and RAYREACT.name in runs and RAYREACT_NO_REACTOR.name not in runs:
         runs = dict(runs)
         runs[RAYREACT_NO_REACTOR.name] = runs[RAYREACT.name]  # the same code path: no reactor to switch off
@@ -35,6 +36,7 @@ def compare_workload(workload, runs, serial=None, cores=1, reactor_available=Tru
             except (KeyError, TypeError, ValueError) as e:
                 run.ok, run.error = False, f"unreadable report: {e!r}"
     serial_metrics = workload.metrics(serial.report) if serial is not None and serial.ok else None
+    spread_metrics = workload.metrics(spread.report) if spread is not None and spread.ok else None
 
     template = next(iter(metrics_by_backend.values()), [])
     rows = []
@@ -53,6 +55,9 @@ def compare_workload(workload, runs, serial=None, cores=1, reactor_available=Tru
             else:
                 # No runtime can beat the serial time spread perfectly over the cores.
                 row["floor"] = serial_metrics[index].value / cores
+        if spread_metrics and index < len(spread_metrics) and proto.higher_is_better:
+            row["spread_value"] = spread_metrics[index].value
+            row["fraction_of_spread"] = {n: v / spread_metrics[index].value for n, v in values.items()}
         if proto.target_speedup is not None and speedups.get(RAYREACT.name) is not None:
             met = speedups[RAYREACT.name] >= proto.target_speedup
             if proto.max_value is not None:
@@ -64,6 +69,8 @@ def compare_workload(workload, runs, serial=None, cores=1, reactor_available=Tru
         rows.append(row)
 
     checksums = {name: run.report.get("checksum") for name, run in runs.items() if run.ok}
+    if spread is not None and spread.ok:
+        checksums["spread"] = spread.report.get("checksum")     # (the same envs, seeded alike: the same results)
     deterministic = any(run.report.get("deterministic") for run in runs.values() if run.ok)
     distinct = {c for c in checksums.values() if c is not None}
     return {
@@ -74,6 +81,8 @@ def compare_workload(workload, runs, serial=None, cores=1, reactor_available=Tru
                         "report": run.report, "reactor": run.reactor} for name, run in runs.items()},
         "serial": None if serial is None else {"ok": serial.ok, "wall_s": serial.wall_s, "error": serial.error,
                                                 "report": serial.report},
+        "spread": None if spread is None else {"ok": spread.ok, "wall_s": spread.wall_s, "error": spread.error,
+                                                "report": spread.report},
         "metrics": rows,
         "checksums": checksums,
         "deterministic": deterministic,
@@ -180,6 +189,12 @@ def notes(results):
                 out.append(f"{w['name']} {row['name']}: single-process rate without Ray "
                            f"{row['serial_value']:.0f} {row['unit']}; fraction of that x {results['machine']['usable_cores']} "
                            f"cores: {parts}")
+            fractions = row.get("fraction_of_spread")
+            if fractions:
+                parts = ", ".join(f"{ALL[n].label} {f:.0%}" for n, f in fractions.items() if n in ALL)
+                out.append(f"{w['name']} {row['name']}: the same envs in a plain process per core without Ray "
+                           f"(the floor of the round spread over the cores) {row['spread_value']:.0f} {row['unit']}; "
+                           f"fraction of it: {parts}")
     return out
 
 

@@ -39,6 +39,8 @@ class Workload:
     metrics: Callable[[dict], list]          # report -> [Metric]
     serial_args: Optional[list] = None       # if set, also run the script with no Ray (baseline)
     serial_quick_args: Optional[list] = None
+    spread_args: Optional[list] = None       # if set, also run it with no Ray in a process per core (--spread N)
+    spread_quick_args: Optional[list] = None
     targets: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -125,11 +127,13 @@ WORKLOADS = [
     Workload("gym", "15 env actors (CartPole/Blackjack/Pendulum), one ray.get barrier per round",
              os.path.join(EXAMPLES, "gym_throughput.py"), ["--rounds", "1000"], ["--quick"], _gym_metrics,
              serial_args=["--serial", "--rounds", "1000"], serial_quick_args=["--serial", "--quick"],
+             spread_args=["--rounds", "1000"], spread_quick_args=["--quick"],
              targets=">= 8x Ray"),
     Workload("atari", "15 ALE actors (Pong/MsPacman/SpaceInvaders), raw 210x160x3 frames to the driver",
              os.path.join(EXAMPLES, "atari_throughput.py"), ["--rounds", "300"], ["--quick"], _atari_metrics,
              serial_args=["--serial", "--actors", "3", "--rounds", "300"],
              serial_quick_args=["--serial", "--actors", "3", "--rounds", "20"],
+             spread_args=["--rounds", "300"], spread_quick_args=["--quick"],
              targets=">= 5x Ray and >= 75% of single-process steps/s x cores"),
     Workload("dqn", "synchronous DQN on Blackjack: 16 rollout actors, replay-buffer actor, learner in the driver",
              os.path.join(EXAMPLES, "dqn_blackjack.py"), ["--rounds", "40"], ["--quick"], _dqn_metrics,

@@ -14,6 +14,7 @@ randomness, including ALE's sticky actions, is seeded).
     python atari_throughput.py --quick
     python atari_throughput.py --actors 15 --rounds 300
     python atari_throughput.py --serial --actors 3   # single-process env speed, no Ray
+    python atari_throughput.py --spread 2            # the same games in 2 plain processes, no Ray
 """
 
 import argparse
@@ -40,6 +41,8 @@ def parse_args():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num-cpus", type=int, default=None, help="passed to ray.init")
     parser.add_argument("--serial", action="store_true", help="step the same envs in this process, without Ray")
+    parser.add_argument("--spread", type=int, metavar="N", help="step the same envs in N plain processes, "
+                        "without Ray: the floor of this lock-step round spread over the cores (examples/_lockstep_floor.py)")
     parser.add_argument("--report", help="also write the summary as JSON to this file")
     args = parser.parse_args()
     if args.quick:
@@ -87,6 +90,11 @@ def main():
 
         def one_round(actions):
             return [r.step(a) for r, a in zip(runners, actions)]
+    elif args.spread:
+        from _lockstep_floor import LockstepFloor
+        floor = LockstepFloor(lambda i: AtariRunner(games[i], args.seed + i), args.actors, args.spread,
+                              obs_shape=(210, 160, 3), obs_dtype=np.uint8)
+        first_frames, one_round = floor.first_obs, floor.one_round
     else:
         ray.init(num_cpus=args.num_cpus, include_dashboard=False)
         AtariActor = ray.remote(AtariRunner)
@@ -109,13 +117,15 @@ def main():
             checksum = zlib.crc32(frame, checksum)
             total_reward += reward
     loop_s = time.perf_counter() - loop_start
-    if not args.serial:
+    if args.spread:
+        floor.close()
+    elif not args.serial:
         ray.shutdown()
 
     frames = args.actors * args.rounds
     summary = {
         "example": "atari_throughput",
-        "backend": "serial" if args.serial else ray.__name__,
+        "backend": "serial" if args.serial else f"spread over {args.spread}" if args.spread else ray.__name__,
         "actors": args.actors,
         "rounds": args.rounds,
         "total_reward": total_reward,

@@ -14,6 +14,7 @@ is the same on every Ray-compatible backend because all randomness is seeded.
     python gym_throughput.py --quick
     python gym_throughput.py --actors 15 --rounds 1000
     python gym_throughput.py --serial      # the same envs in-process, no Ray
+    python gym_throughput.py --spread 2    # the same envs in 2 plain processes, no Ray
 """
 
 import argparse
@@ -37,6 +38,8 @@ def parse_args():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num-cpus", type=int, default=None, help="passed to ray.init")
     parser.add_argument("--serial", action="store_true", help="step the same envs in this process, without Ray")
+    parser.add_argument("--spread", type=int, metavar="N", help="step the same envs in N plain processes, "
+                        "without Ray: the floor of this lock-step round spread over the cores (examples/_lockstep_floor.py)")
     parser.add_argument("--report", help="also write the summary as JSON to this file")
     args = parser.parse_args()
     if args.quick:
@@ -92,6 +95,10 @@ def main():
 
         def one_round(actions):
             return [r.step(a) for r, a in zip(runners, actions)]
+    elif args.spread:
+        from _lockstep_floor import LockstepFloor
+        floor = LockstepFloor(lambda i: EnvRunner(env_names[i], args.seed + i), args.actors, args.spread)
+        first_obs, one_round = floor.first_obs, floor.one_round
     else:
         ray.init(num_cpus=args.num_cpus, include_dashboard=False)
         EnvActor = ray.remote(EnvRunner)
@@ -113,13 +120,15 @@ def main():
             checksum = fold(checksum, obs, reward)
             episodes += done
     loop_s = time.perf_counter() - loop_start
-    if not args.serial:
+    if args.spread:
+        floor.close()
+    elif not args.serial:
         ray.shutdown()
 
     observations = args.actors * args.rounds
     summary = {
         "example": "gym_throughput",
-        "backend": "serial" if args.serial else ray.__name__,
+        "backend": "serial" if args.serial else f"spread over {args.spread}" if args.spread else ray.__name__,
         "actors": args.actors,
         "rounds": args.rounds,
         "episodes_finished": episodes,

@@ -121,6 +121,23 @@ def test_target_not_met_and_checksum_mismatch_are_reported():
     assert any("different results" in note for note in report.notes(results))
 
 
+def test_the_floor_spread_over_the_cores_is_printed_with_each_columns_fraction_of_it():
+    gym = workloads.BY_NAME["gym"]
+    runs = {RAY.name: _run(RAY.name, 100.0), RAYREACT.name: _run(RAYREACT.name, 300.0)}
+    spread = _run("spread", 600.0)
+    entry = report.compare_workload(gym, runs, reactor_available=False, spread=spread)
+    [row] = entry["metrics"]
+    assert row["spread_value"] == 600.0
+    assert row["fraction_of_spread"][RAYREACT.name] == pytest.approx(0.5)
+    assert entry["checksums"]["spread"] == "x" and entry["checksums_equal"] is True
+    results = {"workloads": [entry], "reactor_available": True, "machine": {"usable_cores": 2}}
+    [note] = [n for n in report.notes(results) if "a plain process per core" in n]
+    assert "600" in note and "rayreact 50%" in note
+    spread.report["checksum"] = "z"          # the same envs seeded alike must give the same results
+    entry = report.compare_workload(gym, runs, reactor_available=False, spread=spread)
+    assert entry["checksums_equal"] is False
+
+
 def test_the_fault_script_runs_under_rayreact(tmp_path):
     # Not a workload of the harness (it kills workers): run by hand, as README's fault figures were.
     out = tmp_path / "faults.json"

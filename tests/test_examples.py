@@ -3,8 +3,8 @@
 Each script runs in a fresh process as ``python -m rayreact run script.py``. We
 check that it exits 0, prints its result and reports the backend it ran on, and
 that a deterministic example says so.  The envs in gym/atari can also be stepped
-without Ray at all (``--serial``), which gives a runtime-free reference for their
-checksums.
+without Ray at all (``--serial``, or ``--spread N`` plain processes), which gives a
+runtime-free reference for their checksums.
 
 Real Ray runs every example too, in ``test_compat.py``: ``rayreact compare``
 runs it under Ray (twice where rayreact differs) and under rayreact, and fails unless the exit status
@@ -35,7 +35,7 @@ RUN_TIMEOUT_S = 280
 
 
 def test_every_example_file_is_covered():
-    on_disk = sorted(f[:-3] for f in os.listdir(EXAMPLES_DIR) if f.endswith(".py"))
+    on_disk = sorted(f[:-3] for f in os.listdir(EXAMPLES_DIR) if f.endswith(".py") and not f.startswith("_"))
     assert on_disk == sorted(EXAMPLES)
 
 
@@ -83,6 +83,10 @@ def test_env_stepping_matches_a_run_without_ray(name, tmp_root):
     returncode, output, report = run_example(name, "rayreact", tmp_root)
     assert returncode == 0, f"{name} failed under rayreact:\n{output[-3000:]}"
     assert report["checksum"] == serial["checksum"]
+    # The benchmarks' floor spread over the cores steps the same envs in plain processes: the same results.
+    returncode, output, spread = run_example(name, "serial", tmp_root, "--spread", "2")
+    assert returncode == 0, output[-3000:]
+    assert spread["backend"] == "spread over 2" and spread["checksum"] == serial["checksum"]
 
 
 def test_pong_policy_gradient_matches_finite_differences():

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import wait_until_calls_fail
+from conftest import wait_until, wait_until_calls_fail
 
 from rayreact.core.colocation import class_refusal, function_refusal
 
@@ -146,6 +146,31 @@ def test_killing_one_actor_leaves_the_others(ray):
     wait_until_calls_fail(ray, lambda: samplers[1].draw.remote(0))      # (Ray's kill lands asynchronously)
     others = [samplers[0], samplers[2], samplers[3]]
     assert [row[0] for row in ray.get([s.draw.remote(7) for s in others])] == [7, 7, 7]
+
+
+class Spinner:
+    def spin(self, started):
+        open(started, "w").close()
+        while True:                     # never returns: only the kill ends it
+            pass
+
+    def ping(self):
+        return "pong"
+
+
+def test_killing_an_actor_stuck_in_a_loop_leaves_the_others_responsive(ray, tmp_path):
+    # Co-located, the loop runs on a thread of the host that also runs spinners[2]: the kill must stop it
+    # there, as killing its process does on Ray, or the host's other actors would wait for it for ever.
+    spinners = [ray.remote(Spinner).remote() for _ in range(4)]
+    assert ray.get([s.ping.remote() for s in spinners], timeout=GET_TIMEOUT) == ["pong"] * 4
+    started = tmp_path / "spinning"
+    stuck = spinners[0].spin.remote(str(started))
+    wait_until(started.exists, timeout=GET_TIMEOUT)     # (killed before it starts, the loop never runs)
+    ray.kill(spinners[0])
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(stuck, timeout=GET_TIMEOUT)
+    for _ in range(_repeats(ray)):
+        assert ray.get([s.ping.remote() for s in spinners[1:]], timeout=GET_TIMEOUT) == ["pong"] * 3
 
 
 class Quitter:

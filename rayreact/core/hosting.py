@@ -24,12 +24,16 @@ not co-located: core.colocation), the working directory, environment variables, 
 An actor's ``atexit`` handlers are its own: they run when it ends gracefully.
 A method that blocks in anything but ray.get/wait and time.sleep (a lock, a socket) holds the baton
 meanwhile, so the host's other actors wait for it.  ``ray.kill`` of a guest ends it once its running
-call returns (its callers see it dead at once).
+call returns (its callers see it dead at once); a call that would never return (a loop) is stopped by
+raising ``GuestEnded`` in the guest's thread while that thread runs user code, never while it runs the
+runtime's, whose state the host's other actors share (``Host.stop_guest``).
 """
 
 from __future__ import annotations
 
 import atexit
+import ctypes
+import os
 import random
 import sys
 import threading
@@ -45,6 +49,11 @@ _real_at_exit = atexit.register
 
 
 _real_thread_start = threading.Thread.start
+# How long a killed guest's running call is watched for a moment its thread runs user code (stop_guest).
+STOP_PATIENCE_S = 10.0
+# Code in these files is not the user's: a killed guest is never interrupted there.
+_RUNTIME_DIRS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+                 os.path.dirname(threading.__file__) + os.sep + "threading.py")
 
 
 def _start_as_guest(thread):
@@ -183,6 +192,11 @@ class Baton:
         self.holder = self._owner = None
         self._lock.release()
 
+    def held_on(self, guest):
+        """The thread that holds the baton for ``guest`` now, or None."""
+        owner = self._owner
+        return owner if owner is not None and self.holder is guest else None
+
     def _find_torch(self):
         torch = sys.modules.get("torch")
         generator = getattr(torch, "default_generator", None)
@@ -253,6 +267,7 @@ class Host:
         self.router = GuestRouter(self)
         self._at_exit = {}               # guest -> [(fn, args, kwargs)] its code registered with atexit
         self._stepper = None             # the HostReactor stepping the guests' replayed reactions, once one replays
+        self._threads = {}               # worker index -> the ident of the guest's own thread
         self._stepper_lock = threading.Lock()
         # (Module functions that user code looks up at call time, or imports after the host started.)
         time.sleep = self._sleep
@@ -319,6 +334,7 @@ class Host:
             return
         _here.worker = guest
         self.guests[guest.index] = guest
+        self._threads[guest.index] = threading.get_ident()
         code = 0
         try:
             guest.serve()
@@ -329,6 +345,7 @@ class Host:
             code = 1
         finally:
             self.guests.pop(guest.index, None)
+            self._threads.pop(guest.index, None)
             self.baton.forget(guest)
             self.generators.forget(guest)
             self._at_exit.pop(guest, None)
@@ -337,6 +354,34 @@ class Host:
             except BaseException:  # noqa: BLE001 - its ring is gone: the driver already counts it dead
                 pass
             channel.forget_awake_process()      # (its thread was counted awake, and ends so)
+
+    def stop_guest(self, index):
+        """A StopGuest message: guest ``index`` was killed, and reads its Exit only once its running call
+        returns.  So that a call that never returns does not hold the baton from the other guests for
+        ever, a watcher raises ``GuestEnded`` in the guest's thread at a moment that thread holds the
+        baton and runs user code (then the exception surfaces there, and the call ends as any call that
+        raised).  A call blocked in C code that never returns to Python stays: that guest's peers wait."""
+        deadline = time.monotonic() + STOP_PATIENCE_S
+
+        def watch():
+            while index in self.guests and time.monotonic() < deadline:
+                if self._raise_in_user_code(index):
+                    return
+                _real_sleep(0.005)
+        _real_thread_start(threading.Thread(target=watch, name=f"rayreact-stop-guest-{index}", daemon=True))
+
+    def _raise_in_user_code(self, index):
+        ident = self._threads.get(index)
+        guest = self.guests.get(index)
+        if ident is None or guest is None or self.baton.held_on(guest) != ident:
+            return False              # not in a call of its own (or in the runtime: a get, a sleep)
+        frame = sys._current_frames().get(ident)
+        if frame is None or frame.f_code.co_filename.startswith(_RUNTIME_DIRS):
+            return False
+        # (Between the look and the raise, only a GIL switch could let the guest's thread leave that frame;
+        # the exception is raised when the thread next checks for one, in the frame it was running.)
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(GuestEnded))
+        return True
 
     def flush_releases(self):
         """Refs dropped in this process: each worker here gives back what the driver lent it."""

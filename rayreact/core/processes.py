@@ -191,10 +191,12 @@ class Processes:
 
     def end_worker(self, w):
         """Kill ``w``'s process: False.  A guest instead ends once its running call returns (its host lives
-        on): True, and the caller counts it dead now, as Ray's kill is immediate."""
+        on; the host stops a call that would not return, where it can: core.hosting): True, and the caller
+        counts it dead now, as Ray's kill is immediate."""
         if w.host is not None:
             w.killed = True
             self.send(w, wire.Exit(False))
+            self.send(w.host, wire.StopGuest(w.index))
             return True
         if w.pid:
             self.kill_pid(w.pid)

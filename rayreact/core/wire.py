@@ -17,6 +17,7 @@
       Drop      task_id  (give back a task sent behind another, if not started)
       Reactor   verb body  ('start', program) | ('ack', plan number): a replayed plan (core.reactor)
       Guest     spec  (to a host process: run one more worker, on a thread of its own; core.hosting)
+      StopGuest worker_index  (to a host process: that guest was killed; stop the user code it runs)
                                                           Ended       code  (a guest worker ended; its host lives on)
 
 A message is a tuple ``(kind, *fields)`` of one of the classes below; its fields are read by name.
@@ -54,6 +55,7 @@ DROP = 9
 READY, DONE, REQUEST, RELEASE, EXITING, SPAWNED, DIED, STREAM_ITEM, DROPPED = range(10, 19)
 LARGE = 19
 GUEST, ENDED = 20, 21
+STOP_GUEST = 22
 
 # Nested API verbs a worker asks the driver to carry out (Request.verb).
 (V_SUBMIT_TASK, V_CREATE_ACTOR, V_SUBMIT_CALL, V_GET, V_WAIT, V_PUT, V_KILL, V_CANCEL, V_GET_ACTOR,
@@ -122,6 +124,8 @@ Died = _schema(DIED, "Died", "pid status", "(Zygote) a worker ended; ``status`` 
 StreamItem = _schema(STREAM_ITEM, "StreamItem", "object_id desc keep", "One value a generator task yielded.")
 Dropped = _schema(DROPPED, "Dropped", "task_id", "The task Drop named was given back unstarted.")
 Guest = _schema(GUEST, "Guest", "spec", "(To a host process) start a guest worker of this spec on a thread of its own.")
+StopGuest = _schema(STOP_GUEST, "StopGuest", "worker_index",
+                    "(To a host process) that guest was killed: stop the call its user code runs, if it can be.")
 Ended = _schema(ENDED, "Ended", "code", "A guest worker ended (its thread returned); its host process lives on.")
 Large = _schema(LARGE, "Large", "path", "The frame is in that file (it exceeded the ring).")
 

@@ -515,6 +515,8 @@ class Worker(_DriverApi):
             reactor.handle(self, msg)
         elif kind == wire.GUEST:
             self.host_of_guests().start_guest(msg.spec)
+        elif kind == wire.STOP_GUEST:
+            self.host_of_guests().stop_guest(msg.worker_index)
 
     def as_task(self, fn):
         """A replayed task's function as this worker runs it: in a host, holding the baton as this worker (its

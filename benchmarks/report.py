@@ -183,18 +183,17 @@ def notes(results):
                            f"{row['serial_value']:.3g} {row['unit']}; spread perfectly over "
                            f"{results['machine']['usable_cores']} cores that is {floor:.3g} {row['unit']}, "
                            f"{floor / ray_value:.2f}x Ray's time: no runtime can go below it")
-            fractions = row.get("fraction_of_serial_x_cores")
-            if fractions:
-                parts = ", ".join(f"{ALL[n].label} {f:.0%}" for n, f in fractions.items() if n in ALL)
-                out.append(f"{w['name']} {row['name']}: single-process rate without Ray "
-                           f"{row['serial_value']:.0f} {row['unit']}; fraction of that x {results['machine']['usable_cores']} "
-                           f"cores: {parts}")
-            fractions = row.get("fraction_of_spread")
-            if fractions:
-                parts = ", ".join(f"{ALL[n].label} {f:.0%}" for n, f in fractions.items() if n in ALL)
-                out.append(f"{w['name']} {row['name']}: the same envs in a plain process per core without Ray "
-                           f"(the floor of the round spread over the cores) {row['spread_value']:.0f} {row['unit']}; "
-                           f"fraction of it: {parts}")
+            cores = results["machine"]["usable_cores"]
+            for key, value_key, baseline, of_it in (
+                    ("fraction_of_serial_x_cores", "serial_value", "single-process rate without Ray",
+                     f"fraction of that x {cores} cores"),
+                    ("fraction_of_spread", "spread_value", "the same envs in a plain process per core without Ray "
+                     "(the floor of the round spread over the cores)", "fraction of it")):
+                fractions = row.get(key)
+                if fractions:
+                    parts = ", ".join(f"{ALL[n].label} {f:.0%}" for n, f in fractions.items() if n in ALL)
+                    out.append(f"{w['name']} {row['name']}: {baseline} {row[value_key]:.0f} {row['unit']}; "
+                               f"{of_it}: {parts}")
     return out
 
 

@@ -8,10 +8,11 @@ envs' own work over the cores, plus the least any multi-process design pays:
     driver <--rewards, dones (the same pipe)--
     driver <--observations (one shared-memory slot per env, written in place)--
 
-No pickling of observations, one message each way per process per round, no
-scheduler. A runtime that hosts the envs as actors cannot beat this; the
-benchmarks print it beside the one-process rate so that the distance to what the
-machine allows is read in the same run.
+One message each way per process per round, frames read in place (other
+observations pickled with the rewards), no scheduler: a runtime that hosts the
+envs as actors can at best come near it. The benchmarks print it beside the
+one-process rate, so that the distance to what the machine allows is read in
+the same run.
 """
 
 import mmap
@@ -38,8 +39,8 @@ class LockstepFloor:
         self.pipes, self.processes = [], []
         for k in range(processes):
             mine, theirs = context.Pipe()
-            process = context.Process(target=self._serve, args=(theirs, make_runner, range(k, count, processes)),
-                                      daemon=True)
+            process = context.Process(target=self._serve, args=(theirs, mine, make_runner,
+                                                                range(k, count, processes)), daemon=True)
             process.start()
             theirs.close()
             self.pipes.append(mine)
@@ -48,7 +49,9 @@ class LockstepFloor:
             self.shared.flags.writeable = False      # (here: the driver reads what the processes write)
         self.first_obs = self._gather([pipe.recv() for pipe in self.pipes], with_steps=False)
 
-    def _serve(self, pipe, make_runner, indices):
+    def _serve(self, pipe, drivers_end, make_runner, indices):
+        for end in (drivers_end, *self.pipes):
+            end.close()                 # (so that a driver that dies ends this process's recv)
         runners = {i: make_runner(i) for i in indices}
         pipe.send([(i, self._place(i, runners[i].reset())) for i in indices])
         while True:

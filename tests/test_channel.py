@@ -171,6 +171,24 @@ def test_the_driver_asleep_in_a_gather_is_not_awake_until_its_results_come(rayre
     gather.close()
 
 
+def test_workers_killed_as_calls_wake_them_leave_the_count_where_it_was(rayreact_session):
+    # The call's ring counts the sleeping worker awake; killed before it runs, it must come off again.
+    ray = rayreact_session
+
+    @ray.remote
+    class Idle:
+        def f(self):
+            return 1
+
+    for _ in range(6):
+        idle = Idle.remote()
+        assert ray.get(idle.f.remote()) == 1
+        wait_until(lambda: channel.awake_processes() == 1, timeout=10)      # (it sleeps)
+        idle.f.remote()
+        ray.kill(idle)
+    wait_until(lambda: channel.awake_processes() == 1, timeout=10)
+
+
 def test_a_worker_killed_while_awake_is_taken_off_the_count(rayreact_session):
     ray = rayreact_session
 

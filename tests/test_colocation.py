@@ -164,11 +164,12 @@ def test_killing_an_actor_stuck_in_a_loop_leaves_the_others_responsive(ray, tmp_
     spinners = [ray.remote(Spinner).remote() for _ in range(4)]
     assert ray.get([s.ping.remote() for s in spinners], timeout=GET_TIMEOUT) == ["pong"] * 4
     started = tmp_path / "spinning"
-    stuck = spinners[0].spin.remote(str(started))
+    stuck = [spinners[0].spin.remote(str(started)) for _ in range(2)]    # (the second waits behind the first)
     wait_until(started.exists, timeout=GET_TIMEOUT)     # (killed before it starts, the loop never runs)
     ray.kill(spinners[0])
-    with pytest.raises(ray.exceptions.RayActorError):
-        ray.get(stuck, timeout=GET_TIMEOUT)
+    for ref in stuck:
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(ref, timeout=GET_TIMEOUT)
     for _ in range(_repeats(ray)):
         assert ray.get([s.ping.remote() for s in spinners[1:]], timeout=GET_TIMEOUT) == ["pong"] * 3
 

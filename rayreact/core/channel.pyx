@@ -83,7 +83,7 @@ DEF HEADER = 512
 DEF DB_SEQ = 0
 DEF DB_SLEEPERS = 4
 DEF DB_ACTIVE = 8
-DEF DB_WAKE_COUNTED = 12    # u32: a ringer counted this process awake for the sleeper it woke (see _ring)
+DEF DB_WAKE_COUNTED = 12    # u32: a ring counted the sleeper it woke awake (see count_woken)
 DEF DB_AWAKE = 96           # u32, in the driver's doorbell only: the session's processes not asleep
 DEF DB_STORE_USED = 104     # u64, in the driver's doorbell only: bytes of objects in shared memory (driver writes)
 DEF DB_INTERRUPTS = 112     # u32, in a worker's doorbell: SIGINTs its task code has taken (cancel)
@@ -157,16 +157,34 @@ def spin_now():
     return spin_budget()
 
 
-cdef void leave_awake() noexcept nogil:
-    """This process sleeps outside a Poller (the driver in a replayed get): it is not awake."""
+# The wake-counted protocol: beside each futex word a counted waiter sleeps on lies a *wake counted* word.
+# The waker counts the sleeper awake at the wake (it wants a core from then on, not from when it first
+# runs) and sets the word; the sleeper, awake again, then does not count itself.  A count a waker made
+# after the sleeper had woken anyway is taken off at its next sleep, or when it is gone.
+cdef void count_woken(uint32_t* counted) noexcept nogil:
+    """(A waker) the sleeper behind ``counted`` wants a core from now on: count it awake, once."""
+    if AWAKE != NULL and xchg_u32(counted, 1) == 0:
+        add_u32(AWAKE, 1)
+
+
+cdef void sleep_uncounted(uint32_t* counted) noexcept nogil:
+    """(A waiter) it goes to sleep: off the count, and so is a count a waker made after it last woke."""
     if AWAKE != NULL:
         sub_u32(AWAKE, 1)
+        if xchg_u32(counted, 0) == 1:
+            sub_u32(AWAKE, 1)
 
 
-cdef void rejoin_awake() noexcept nogil:
-    """It woke, or a producer woke it (leave_awake's other half)."""
-    if AWAKE != NULL:
+cdef void wake_recounted(uint32_t* counted) noexcept nogil:
+    """(A waiter) it woke: back on the count, unless the waker that woke it counted it."""
+    if AWAKE != NULL and xchg_u32(counted, 0) == 0:
         add_u32(AWAKE, 1)
+
+
+cdef void retire_counted(uint32_t* counted) noexcept nogil:
+    """The waiter is gone: a count a waker made for it comes off, and no later waker counts it."""
+    if AWAKE != NULL and xchg_u32(counted, 1) == 1:
+        sub_u32(AWAKE, 1)
 
 
 cdef bint crowded() noexcept nogil:
@@ -259,9 +277,7 @@ cdef class Doorbell:
         if load_u32(self.active) > 0:
             add_u32(self.seq, 1)
             if load_u32(self.sleepers) > 0:
-                # The sleeper wants a core from now on, not from when it runs: count it awake here, once.
-                if AWAKE != NULL and xchg_u32(self.wake_counted, 1) == 0:
-                    add_u32(AWAKE, 1)
+                count_woken(self.wake_counted)
                 futex_wake_all(self.seq)
         else:
             add_u32(self.bg_seq, 1)
@@ -301,6 +317,11 @@ cdef class Doorbell:
     def cancelled_task(self):
         """The tag ``cancel_task`` named last (0: none)."""
         return load_u64(<uint64_t*>(self.mapped.base + DB_CANCEL_TASK))
+
+    def retire_wake_count(self):
+        """The process or thread waiting on this doorbell is gone: a count a ring made for it as it slept
+        comes off the awake count, and no later ring counts it."""
+        retire_counted(self.wake_counted)
 
     def asleep(self):
         """Whether a thread of the owning process sleeps on the active word now."""
@@ -446,10 +467,8 @@ cdef class Poller:
                     if now - start >= spin or now - start >= timeout_s:
                         break
             if not ready and not rung:
-                if add_u32(sleepers, 1) == 1 and AWAKE != NULL and not background:
-                    sub_u32(AWAKE, 1)
-                    if xchg_u32(self.bell.wake_counted, 0) == 1:
-                        sub_u32(AWAKE, 1)       # (a ring counted us after we had woken already)
+                if add_u32(sleepers, 1) == 1 and not background:
+                    sleep_uncounted(self.bell.wake_counted)
                 full_fence()
                 seen = load_u32(word) if since < 0 or background else <uint32_t>since
                 if self._any_ready():
@@ -460,9 +479,8 @@ cdef class Poller:
                         futex_wait(word, seen, timeout_s - (now - start))
                     ready = self._any_ready()
                     slept = True
-                if sub_u32(sleepers, 1) == 0 and AWAKE != NULL and not background:
-                    if xchg_u32(self.bell.wake_counted, 0) == 0:
-                        add_u32(AWAKE, 1)       # (else the ring that woke us counted us)
+                if sub_u32(sleepers, 1) == 0 and not background:
+                    wake_recounted(self.bell.wake_counted)
             if not background:
                 now = monotonic_s()
                 if not slept or (ready and now - start <= SPIN_SECONDS):

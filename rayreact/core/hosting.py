@@ -24,9 +24,10 @@ not co-located: core.colocation), the working directory, environment variables, 
 An actor's ``atexit`` handlers are its own: they run when it ends gracefully.
 A method that blocks in anything but ray.get/wait and time.sleep (a lock, a socket) holds the baton
 meanwhile, so the host's other actors wait for it.  ``ray.kill`` of a guest ends it once its running
-call returns (its callers see it dead at once); a call that would never return (a loop) is stopped by
-raising ``GuestEnded`` in the guest's thread while that thread runs user code, never while it runs the
-runtime's, whose state the host's other actors share (``Host.stop_guest``).
+call returns (its callers see it dead at once), and it runs none of the calls queued behind; a call still
+running after a grace (a loop) is stopped by raising ``GuestEnded`` in the guest's thread at moments that
+thread runs user code (``Host.stop_guest``).  Not stopped: a call blocked in C code, a replayed reaction
+(the host's stepping thread runs it), and code that catches the exception until the watch gives up.
 """
 
 from __future__ import annotations
@@ -49,9 +50,12 @@ _real_at_exit = atexit.register
 
 
 _real_thread_start = threading.Thread.start
-# How long a killed guest's running call is watched for a moment its thread runs user code (stop_guest).
+# A killed guest's running call may end by itself within STOP_GRACE_S; past it, it is interrupted (again,
+# every STOP_EVERY_S, should its code catch the exception) until STOP_PATIENCE_S (see Host.stop_guest).
+STOP_GRACE_S = 0.5
+STOP_EVERY_S = 0.05
 STOP_PATIENCE_S = 10.0
-# Code in these files is not the user's: a killed guest is never interrupted there.
+# Code in these files is the runtime's (threading: its events and locks): a guest is never interrupted there.
 _RUNTIME_DIRS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
                  os.path.dirname(threading.__file__) + os.sep + "threading.py")
 
@@ -353,21 +357,30 @@ class Host:
                 guest.send(wire.Ended(code))
             except BaseException:  # noqa: BLE001 - its ring is gone: the driver already counts it dead
                 pass
-            channel.forget_awake_process()      # (its thread was counted awake, and ends so)
+            guest.retire_from_awake_count()     # (its thread was counted awake, and ends so)
 
     def stop_guest(self, index):
-        """A StopGuest message: guest ``index`` was killed, and reads its Exit only once its running call
-        returns.  So that a call that never returns does not hold the baton from the other guests for
-        ever, a watcher raises ``GuestEnded`` in the guest's thread at a moment that thread holds the
-        baton and runs user code (then the exception surfaces there, and the call ends as any call that
-        raised).  A call blocked in C code that never returns to Python stays: that guest's peers wait."""
-        deadline = time.monotonic() + STOP_PATIENCE_S
+        """A StopGuest message: guest ``index`` was killed.  It runs none of the calls queued behind its
+        running one, and reads its Exit once that returns.  So that a call that never returns does not hold
+        the baton from the other guests for ever, a watcher raises ``GuestEnded`` in the guest's thread,
+        after a grace, at moments that thread holds the baton and runs user code (the exception surfaces
+        there, and the call ends as any call that raised), until the guest has ended."""
+        guest = self.guests.get(index)
+        if guest is None:
+            return
+        guest.stopping = True
+        start = time.monotonic()
 
         def watch():
-            while index in self.guests and time.monotonic() < deadline:
-                if self._raise_in_user_code(index):
+            _real_sleep(STOP_GRACE_S)
+            while index in self.guests:
+                if time.monotonic() - start > STOP_PATIENCE_S:
+                    print(f"rayreact: a killed actor ({guest.display_name}) is still running a call after "
+                          f"{STOP_PATIENCE_S:g} s; the actors beside it in its process wait for it",
+                          file=sys.stderr)
                     return
-                _real_sleep(0.005)
+                self._raise_in_user_code(index)
+                _real_sleep(STOP_EVERY_S if self.baton.held_on(guest) is not None else 0.005)
         _real_thread_start(threading.Thread(target=watch, name=f"rayreact-stop-guest-{index}", daemon=True))
 
     def _raise_in_user_code(self, index):
@@ -378,8 +391,9 @@ class Host:
         frame = sys._current_frames().get(ident)
         if frame is None or frame.f_code.co_filename.startswith(_RUNTIME_DIRS):
             return False
-        # (Between the look and the raise, only a GIL switch could let the guest's thread leave that frame;
-        # the exception is raised when the thread next checks for one, in the frame it was running.)
+        # (sys._current_frames: CPython's, as the async raise is.)  Between the look and the raise, only a
+        # GIL switch could let the guest's thread leave that frame; the exception is raised when the thread
+        # next checks for one: mostly in the frame it ran, else in what that frame calls next.
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(GuestEnded))
         return True
 

@@ -64,14 +64,13 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, 
 from .. import exceptions
 from . import channel, executor, ids, wire, refcount, replay_concurrent, serialization
 from .handoff import handoff
-from .channel cimport _Mapped, leave_awake, rejoin_awake, crowded
+from .channel cimport _Mapped, count_woken, sleep_uncounted, wake_recounted, retire_counted, crowded
 from .classify cimport NOT_PLAIN, PLAIN_NUMPY, classify
 
 cdef extern from "channel_sync.h" nogil:
     uint32_t load_u32(uint32_t* p)
     void store_u32(uint32_t* p, uint32_t v)
     uint32_t add_u32(uint32_t* p, uint32_t v)
-    uint32_t xchg_u32(uint32_t* p, uint32_t v)
     void full_fence()
     void cpu_relax()
     int futex_wait(uint32_t* addr, uint32_t expected, double timeout_s)
@@ -370,8 +369,7 @@ cdef class Gather:
         cdef uint32_t now = add_u32(self.arrived, 1)
         full_fence()
         if load_u32(self.sleeping) and <int32_t>(now - load_u32(self.target)) >= 0:
-            if xchg_u32(self.wake_counted, 1) == 0:
-                rejoin_awake()          # the driver wants a core from now on (channel.Doorbell counts so too)
+            count_woken(self.wake_counted)      # (channel's wake-counted protocol, as a Doorbell's ring)
             futex_wake_all(self.arrived)
 
     def bump(self):
@@ -381,8 +379,10 @@ cdef class Gather:
     def count(self):
         return load_u32(self.arrived)
 
-    def wait(self, uint32_t target, double timeout_s, double spin_s=0.0):
-        """Until the count reaches ``target`` (or the timeout); the GIL is released."""
+    def wait(self, uint32_t target, double timeout_s, double spin_s=0.0, bint counted=True):
+        """Until the count reaches ``target`` (or the timeout); the GIL is released.  ``counted``: the
+        caller is the driver's main thread, off the awake count while it sleeps here (a helper thread,
+        while the main thread goes on, is not)."""
         cdef double start = monotonic_s(), now
         cdef uint32_t cur
         cdef bint met = False
@@ -407,13 +407,12 @@ cdef class Gather:
                 cur = load_u32(self.arrived)
                 interrupted = False
                 if <int32_t>(cur - target) < 0:
-                    leave_awake()
-                    if xchg_u32(self.wake_counted, 0) == 1:
-                        leave_awake()           # (a writer counted us after we had woken already)
+                    if counted:
+                        sleep_uncounted(self.wake_counted)
                     interrupted = futex_wait(self.arrived, cur, min(timeout_s - (now - start), 0.5)) != 0 \
                         and errno == EINTR
-                    if xchg_u32(self.wake_counted, 0) == 0:
-                        rejoin_awake()          # (else the writer that woke us counted us)
+                    if counted:
+                        wake_recounted(self.wake_counted)
                 store_u32(self.sleeping, 0)
                 if interrupted:         # a signal (Ctrl-C): the caller checks for it
                     break
@@ -421,8 +420,7 @@ cdef class Gather:
 
     def close(self):
         # A death noticed on the service thread may bump a gather that the handover thread is closing.
-        if xchg_u32(self.wake_counted, 0) == 1:
-            leave_awake()               # (a writer counted the driver awake after its last wait had ended)
+        retire_counted(self.wake_counted)     # (and a writer still to come counts it no more)
         self.spare[0] = load_u32(self.arrived)
         self.spare[1] = self.spare[2] = self.spare[3] = 0
         self.arrived, self.target, self.sleeping = &self.spare[0], &self.spare[1], &self.spare[2]

@@ -122,7 +122,7 @@ class Handover:
                 # be blocked on something that result feeds).
                 run.rt.wait_until(lambda: reruns.any_ready() or run.gather.count() != seen, 0.2)
             else:
-                run.gather.wait(seen + 1, 0.2)
+                run.gather.wait(seen + 1, 0.2, 0.0, False)     # (the main thread goes on meanwhile)
         run.drain()
 
     def _fill(self, alive):

@@ -391,6 +391,7 @@ class Worker(_DriverApi):
         self._pool = None
         self._loop = None
         self._running = True
+        self.stopping = False           # (a guest) killed: it runs no more calls, only reads on to its Exit
         self._max_concurrency = 1
         self.current_pg = None       # (placement group hex id, capture child tasks) of the running task/actor
         self._tracer = None
@@ -517,6 +518,12 @@ class Worker(_DriverApi):
             self.host_of_guests().start_guest(msg.spec)
         elif kind == wire.STOP_GUEST:
             self.host_of_guests().stop_guest(msg.worker_index)
+
+    def retire_from_awake_count(self):
+        """(A guest whose thread ends, awake) off the session's awake count, with any count a ring made for
+        it as it slept."""
+        channel.forget_awake_process()
+        self._bell.retire_wake_count()
 
     def as_task(self, fn):
         """A replayed task's function as this worker runs it: in a host, holding the baton as this worker (its
@@ -794,6 +801,8 @@ class Worker(_DriverApi):
         asyncio.run_coroutine_threadsafe(on_the_loop(), self._loop).result()
 
     def _dispatch_call(self, msg):
+        if self.stopping:
+            return                      # killed: the driver has failed this call already
         if self._loop is not None:
             asyncio.run_coroutine_threadsafe(self._run_call_async(msg), self._loop)
         elif self._pool is not None:

@@ -11,7 +11,7 @@ import json
 import os
 from dataclasses import asdict
 
-from benchmarks.backends import ALL, RAY, RAYREACT, RAYREACT_COLOCATED, RAYREACT_NO_REACTOR
+from benchmarks.backends import ALL, RAY, RAYREACT, RAYREACT_COLOCATED, RAYREACT_NO_REACTOR, SERIAL, SPREAD
 
 COLUMNS = [RAY, RAYREACT, RAYREACT_NO_REACTOR, RAYREACT_COLOCATED]
 
@@ -169,6 +169,10 @@ def notes(results):
         for name, run in w["runs"].items():
             if not run["ok"]:
                 out.append(f"{w['name']} under {ALL[name].label if name in ALL else name} failed: {run['error']}")
+        for baseline in (SERIAL, SPREAD):
+            run = w.get(baseline.name)
+            if run is not None and not run["ok"]:
+                out.append(f"{w['name']} with {baseline.label} failed: {run['error']}")
         reactor = w["runs"].get(RAYREACT.name, {}).get("reactor") or {}
         for reason in reactor.get("fallbacks", [])[:3]:
             out.append(f"{w['name']}: the reactor fell back to dynamic mode: {reason}")

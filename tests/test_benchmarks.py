@@ -136,6 +136,10 @@ def test_the_floor_spread_over_the_cores_is_printed_with_each_columns_fraction_o
     spread.report["checksum"] = "z"          # the same envs seeded alike must give the same results
     entry = report.compare_workload(gym, runs, reactor_available=False, spread=spread)
     assert entry["checksums_equal"] is False
+    failed = RunResult("spread", False, 1.0, {}, "exit status 1", "log")
+    entry = report.compare_workload(gym, runs, reactor_available=False, spread=failed)
+    results = {"workloads": [entry], "reactor_available": True, "machine": {"usable_cores": 2}}
+    assert "gym with no Ray, a plain process per core failed: exit status 1" in report.notes(results)
 
 
 def test_the_fault_script_runs_under_rayreact(tmp_path):

@@ -27,7 +27,9 @@ meanwhile, so the host's other actors wait for it.  ``ray.kill`` of a guest ends
 call returns (its callers see it dead at once), and it runs none of the calls queued behind; a call still
 running after a grace (a loop) is stopped by raising ``GuestEnded`` in the guest's thread at moments that
 thread runs user code (``Host.stop_guest``).  Not stopped: a call blocked in C code, a replayed reaction
-(the host's stepping thread runs it), and code that catches the exception until the watch gives up.
+(the host's stepping thread runs it), and code that catches the exception until the watch gives up.  As it
+is an exception, not the end of a process, the call's ``finally`` blocks run, and threads the actor started
+live on.
 """
 
 from __future__ import annotations

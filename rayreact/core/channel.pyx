@@ -146,12 +146,6 @@ def count_awake_thread():
         add_u32(AWAKE, 1)
 
 
-def forget_awake_process():
-    """A process that died awake: take it off the counter."""
-    if AWAKE != NULL:
-        sub_u32(AWAKE, 1)
-
-
 def spin_now():
     """How long a waiter in this process would spin right now (see the module docstring)."""
     return spin_budget()
@@ -193,7 +187,7 @@ cdef bint crowded() noexcept nogil:
 
 
 cdef inline double spin_budget() nogil:
-    if AWAKE != NULL and load_u32(AWAKE) > CORES and SPIN_SECONDS > SPIN_CROWDED_SECONDS:
+    if crowded() and SPIN_SECONDS > SPIN_CROWDED_SECONDS:
         return SPIN_CROWDED_SECONDS
     return SPIN_SECONDS
 
@@ -318,9 +312,12 @@ cdef class Doorbell:
         """The tag ``cancel_task`` named last (0: none)."""
         return load_u64(<uint64_t*>(self.mapped.base + DB_CANCEL_TASK))
 
-    def retire_wake_count(self):
-        """The process or thread waiting on this doorbell is gone: a count a ring made for it as it slept
-        comes off the awake count, and no later ring counts it."""
+    def retire_waiter(self):
+        """The process or thread that waits on this doorbell is gone: off the awake count if it was awake
+        (a process that died awake), and so is a count a ring made for it as it slept; no later ring counts
+        it."""
+        if AWAKE != NULL and load_u32(self.sleepers) == 0:
+            sub_u32(AWAKE, 1)
         retire_counted(self.wake_counted)
 
     def asleep(self):

@@ -389,15 +389,14 @@ class Host:
         ident = self._threads.get(index)
         guest = self.guests.get(index)
         if ident is None or guest is None or self.baton.held_on(guest) != ident:
-            return False              # not in a call of its own (or in the runtime: a get, a sleep)
+            return                    # not in a call of its own (or in the runtime: a get, a sleep)
         frame = sys._current_frames().get(ident)
         if frame is None or frame.f_code.co_filename.startswith(_RUNTIME_DIRS):
-            return False
+            return
         # (sys._current_frames: CPython's, as the async raise is.)  Between the look and the raise, only a
         # GIL switch could let the guest's thread leave that frame; the exception is raised when the thread
         # next checks for one: mostly in the frame it ran, else in what that frame calls next.
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(GuestEnded))
-        return True
 
     def flush_releases(self):
         """Refs dropped in this process: each worker here gives back what the driver lent it."""

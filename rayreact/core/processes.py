@@ -220,14 +220,10 @@ class Processes:
     def forget(self, w):
         """``w`` (marked dead) is read no more, and no longer counts as a process wanting a core."""
         if w.pid and (w.host is None or w.host.dead):
-            if not w.bell.asleep():
-                channel.forget_awake_process()   # it died awake: it no longer wants a core
-            w.bell.retire_wake_count()           # (or asleep, but counted by the ring that was to wake it)
+            w.bell.retire_waiter()               # it no longer wants a core
         bell = w.stepping_bell
         if w.pid and bell is not None and bell.waited_on():
-            if not bell.asleep():
-                channel.forget_awake_process()   # (a host's stepping thread, counted on its own)
-            bell.retire_wake_count()
+            bell.retire_waiter()                 # (a host's stepping thread, counted on its own)
         if w.from_ring in self._rings:
             at = self._rings.index(w.from_ring)
             del self._rings[at]

@@ -522,8 +522,7 @@ class Worker(_DriverApi):
     def retire_from_awake_count(self):
         """(A guest whose thread ends, awake) off the session's awake count, with any count a ring made for
         it as it slept."""
-        channel.forget_awake_process()
-        self._bell.retire_wake_count()
+        self._bell.retire_waiter()
 
     def as_task(self, fn):
         """A replayed task's function as this worker runs it: in a host, holding the baton as this worker (its
